@@ -1,0 +1,92 @@
+/* Private side of the error model (the public half is the "status and errors"
+ * section of weft.h).
+ *
+ * An error is a libc-allocated tree: a kind, the fields that kind has (size,
+ * message, an owned cause, Several's items, Unwritten's failure id / claimed /
+ * chain / root) and up to WEFT__ERROR_MAX_FRAMES raw return addresses captured
+ * at creation. Errors never use the injected allocator, so that running out of
+ * memory can itself be reported.
+ *
+ * Static errors: one read-only object per kind, with no payload and no
+ * backtrace. They are what a constructor returns when even the libc allocation
+ * fails (the kind survives), and they are the only TornDown and Skipped errors
+ * there are: those two kinds are payload-free by design, so making one never
+ * allocates. Freeing a static error is a no-op and cloning one returns the
+ * same pointer, so callers never need to tell them apart.
+ *
+ * Which fields each kind has:
+ *   size      BufferTooBig, OutOfMemory, PageUpdateForbidden,
+ *             PageSizesExhausted, StorageMappingFailed
+ *   message   every kind except TornDown and Skipped (optional)
+ *   source    every kind except TornDown and Skipped (optional)
+ *   errors    Several
+ *   failure_id, claimed, chain, root    Unwritten
+ * A constructor given a field the kind lacks drops it (a dropped cause is
+ * freed); accessors answer 0 / NULL / "" for fields a kind lacks. */
+#ifndef WEFT_CORE_ERROR_H
+#define WEFT_CORE_ERROR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <weft/weft.h>
+
+/* Raw frames kept per error. */
+#define WEFT__ERROR_MAX_FRAMES 16
+/* Deepest nesting of JSON objects and arrays weft_error_from_json accepts. */
+#define WEFT__ERROR_JSON_MAX_DEPTH 64
+
+/* true for the kinds of weft_error_kind other than WEFT_OK. */
+bool weft__error_kind_is_valid(weft_error_kind kind);
+/* true for the kinds that carry a size field. */
+bool weft__error_kind_has_size(weft_error_kind kind);
+/* true for TornDown and Skipped: no message, no cause, no backtrace. */
+bool weft__error_kind_is_payload_free(weft_error_kind kind);
+
+/* The static error of |kind| (InvalidArgument's for WEFT_OK or a value outside
+ * the enum). Never NULL; freeing it is a no-op. */
+weft_status weft__error_static(weft_error_kind kind);
+/* true when |st| is a static error (NULL is not). */
+bool weft__error_is_static(weft_status st);
+/* The payload-free singletons: no allocation, no string, no backtrace. Cheap
+ * enough for the provisional error of every write scope. */
+weft_status weft__error_torn_down(void);
+weft_status weft__error_skipped(void);
+
+/* As weft_error_wrap with a va_list, for modules that wrap it in their own
+ * variadic helpers. Ownership of |source| transfers. */
+weft_status weft__error_vmake(weft_error_kind kind, uint64_t size, weft_status source,
+                              const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+
+/* Every field of an error, for weft__error_assemble. All pointers are owned
+ * and allocated with libc malloc: |message|, the |chain| array and each of
+ * its strings, the |errors| array, and each error in |errors|, |source| and
+ * |root|. Fields the kind lacks are freed and ignored. */
+typedef struct weft__error_parts {
+  weft_error_kind kind;
+  uint64_t size;
+  char *message;
+  weft_status source;
+  weft_status *errors; /* Several; NULL entries are skipped */
+  size_t count;
+  uint64_t failure_id; /* Unwritten */
+  uint32_t claimed;
+  char **chain; /* newest hop first; NULL entries are skipped */
+  size_t chain_len;
+  weft_status root;
+} weft__error_parts;
+
+/* Builds an error from |parts|, taking ownership of every part; the caller
+ * must not touch them afterwards. Captures a backtrace when |backtrace| is
+ * true (a deserialized error has none). Returns NULL only when the error
+ * object itself could not be allocated, every part freed by then; an invalid
+ * kind also gives NULL. TornDown and Skipped give their singletons. */
+weft_status weft__error_assemble(weft__error_parts *parts, bool backtrace);
+
+/* The message as stored: NULL when the error has none (weft_error_message
+ * answers "" for both), so that serialization tells them apart. */
+const char *weft__error_message_raw(weft_status st);
+
+#endif /* WEFT_CORE_ERROR_H */

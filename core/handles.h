@@ -1,0 +1,52 @@
+/* weft_handles: a table of generation-checked handles, lock-free on every
+ * client thread. A handle is (generation << 32) | (index + 1); a slot's
+ * generation is odd while the handle is live and even once it is killed, so
+ * a released, stale or forged handle never matches (NotFound) and id 0 is
+ * never valid.
+ *
+ * Life of a slot: acquire (client) -> kill (client, the handle is dead at
+ * once) -> recycle (the owner, once nothing refers to the slot any more).
+ * The free list is a Treiber stack with a tag against ABA; chunks of slots
+ * are allocated on first use and live until the table is destroyed. */
+#ifndef WEFT_CORE_HANDLES_H
+#define WEFT_CORE_HANDLES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <weft/weft.h>
+
+#define WEFT_HANDLE_CHUNK_BITS 10
+#define WEFT_HANDLE_CHUNK (1u << WEFT_HANDLE_CHUNK_BITS)
+#define WEFT_HANDLE_CHUNKS 4096u /* 4M live handles */
+
+typedef struct weft_handle_slot {
+  _Atomic uint32_t gen;       /* odd: live */
+  _Atomic uint32_t next_free; /* index + 1 of the next free slot, 0: end */
+  _Atomic uint64_t value;     /* client-visible value (a buffer's size) */
+  void *obj;                  /* owner-private object (scheduler thread only) */
+} weft_handle_slot;
+
+typedef struct weft_handles {
+  _Atomic(weft_handle_slot *) chunks[WEFT_HANDLE_CHUNKS];
+  _Atomic uint64_t free_head; /* (tag << 32) | (index + 1) */
+  _Atomic uint32_t fresh;     /* slots ever handed out */
+  uint32_t gen_base;          /* even start generation: differs between tables */
+  const weft_allocator *alloc;
+} weft_handles;
+
+void weft_handles_init(weft_handles *t, const weft_allocator *alloc);
+void weft_handles_destroy(weft_handles *t);
+/* Any thread: a new live handle whose slot holds |value|. */
+weft_status weft_handles_acquire(weft_handles *t, uint64_t value, uint64_t *out_id);
+/* Any thread: the live slot of |id|, or NULL (stale, released, forged). */
+weft_handle_slot *weft_handles_lookup(weft_handles *t, uint64_t id, uint64_t *out_value);
+/* Any thread: kills |id|; false if it was not live (double release, forged). */
+bool weft_handles_kill(weft_handles *t, uint64_t id);
+/* The slot of a well-formed id whose generation may be dead (owner use). */
+weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id);
+/* Owner: returns a killed slot to the free list. */
+void weft_handles_recycle(weft_handles *t, uint64_t id);
+
+#endif

@@ -1,0 +1,98 @@
+/* weft_inbox: an intrusive multi-producer / single-consumer queue, lock-free
+ * for producers (one CAS on ck_stack's head; a producer never waits for
+ * another, unlike ck_ring's multi-producer modes, which commit in ticket
+ * order and stall every producer behind a preempted one).
+ *
+ * The consumer takes everything at once (one atomic exchange) and reverses
+ * the batch into submission order. Linearizable: if push(a) happens before
+ * push(b), a is taken before b (b sits above a on the stack, and batches are
+ * taken whole and in order).
+ *
+ *   weft_inbox_push(&q, &cmd->link);            // any thread
+ *   for (ck_stack_entry_t *e = weft_inbox_take(&q); e; e = next) {...} // consumer
+ *
+ * Parking: the consumer calls weft_inbox_wait when a take came back empty;
+ * producers wake it through the event count only if it parks. */
+#ifndef WEFT_CORE_INBOX_H
+#define WEFT_CORE_INBOX_H
+
+#include <ck_stack.h>
+
+#include "core/sync.h"
+
+typedef struct weft_inbox {
+  ck_stack_t stack;
+  weft_eventcount ec;
+} weft_inbox;
+
+static inline void weft_inbox_init(weft_inbox *q) {
+  ck_stack_init(&q->stack);
+  atomic_init(&q->ec.epoch, 0);
+  atomic_init(&q->ec.sleepers, 0);
+}
+
+/* Any thread. Publishes the entry (and what it points to) to the consumer. */
+static inline void weft_inbox_push(weft_inbox *q, ck_stack_entry_t *e) {
+  WEFT_TSAN_RELEASE(e);
+  ck_stack_push_upmc(&q->stack, e);
+  weft__ec_notify(&q->ec);
+}
+
+/* Any thread: pushes a chain first..last already linked through ->next, in
+ * order (first is taken first), with one CAS. */
+static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
+                                         ck_stack_entry_t *last) {
+  /* The stack holds newest first: reverse the chain so |last| ends on top. */
+  ck_stack_entry_t *prev = NULL, *e = first;
+  while (e) {
+    ck_stack_entry_t *n = e->next;
+    e->next = prev;
+    WEFT_TSAN_RELEASE(e);
+    prev = e;
+    if (e == last) break;
+    e = n;
+  }
+  ck_stack_entry_t *head = ck_pr_load_ptr(&q->stack.head);
+  for (;;) {
+    first->next = head;
+    if (ck_pr_cas_ptr_value(&q->stack.head, head, last, &head)) break;
+    ck_pr_stall();
+  }
+  weft__ec_notify(&q->ec);
+}
+
+/* Consumer only: takes every entry pushed so far, oldest first, or NULL. */
+static inline ck_stack_entry_t *weft_inbox_take(weft_inbox *q) {
+  if (ck_pr_load_ptr(&q->stack.head) == NULL) return NULL;
+  ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&q->stack), *prev = NULL;
+  while (e) {
+    ck_stack_entry_t *n = e->next;
+    WEFT_TSAN_ACQUIRE(e);
+    e->next = prev;
+    prev = e;
+    e = n;
+  }
+  return prev;
+}
+
+static inline bool weft_inbox_empty(weft_inbox *q) {
+  return ck_pr_load_ptr(&q->stack.head) == NULL;
+}
+
+/* Consumer only: waits until the inbox is non-empty or |stop| becomes true.
+ * Spins briefly, then parks. */
+static inline void weft_inbox_wait(weft_inbox *q, _Atomic uint32_t *stop) {
+  for (int i = 0; i < 128; i++) {
+    if (!weft_inbox_empty(q) || (stop && atomic_load_explicit(stop, memory_order_acquire)))
+      return;
+    weft__cpu_relax();
+  }
+  uint32_t k = weft__ec_prepare(&q->ec);
+  if (!weft_inbox_empty(q) || (stop && atomic_load_explicit(stop, memory_order_acquire))) {
+    weft__ec_cancel(&q->ec);
+    return;
+  }
+  weft__ec_wait(&q->ec, k);
+}
+
+#endif

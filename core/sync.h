@@ -1,0 +1,91 @@
+/* Parking and hand-off primitives on Linux futexes: nothing here takes a
+ * lock. A waiter spins briefly (cheap when the answer is imminent), then
+ * parks in the kernel; a waker issues a futex wake only when someone parks.
+ *
+ * TSan: these are C11 atomics, which TSan sees; ck hand-offs are annotated in
+ * inbox.h. */
+#ifndef WEFT_CORE_SYNC_H
+#define WEFT_CORE_SYNC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define WEFT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WEFT_TSAN 1
+#endif
+#endif
+
+#ifdef WEFT_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define WEFT_TSAN_ACQUIRE(p) __tsan_acquire((void *)(p))
+#define WEFT_TSAN_RELEASE(p) __tsan_release((void *)(p))
+#else
+#define WEFT_TSAN_ACQUIRE(p) ((void)0)
+#define WEFT_TSAN_RELEASE(p) ((void)0)
+#endif
+/* ck locks are invisible to TSan: their wrappers annotate acquire/release. */
+#define WEFT_TSAN_ACQUIRE_LOCK(p) WEFT_TSAN_ACQUIRE(p)
+#define WEFT_TSAN_RELEASE_LOCK(p) WEFT_TSAN_RELEASE(p)
+
+/* Blocks while *word == expected (spurious returns allowed). */
+void weft__futex_wait(_Atomic uint32_t *word, uint32_t expected);
+void weft__futex_wake(_Atomic uint32_t *word, int count);
+/* One CPU relax hint. */
+void weft__cpu_relax(void);
+
+/* An event count: lets a consumer park until "something changed" without a
+ * lost wake-up. Consumer: k = prepare(); if (!condition) wait(k); else cancel().
+ * Producer: make the condition true, then notify(). */
+typedef struct weft_eventcount {
+  _Atomic uint32_t epoch;
+  _Atomic uint32_t sleepers;
+} weft_eventcount;
+
+static inline uint32_t weft__ec_prepare(weft_eventcount *ec) {
+  uint32_t k = atomic_load_explicit(&ec->epoch, memory_order_acquire);
+  atomic_fetch_add_explicit(&ec->sleepers, 1, memory_order_seq_cst);
+  /* seq_cst pairs with notify's fence: either the producer sees sleepers > 0
+   * or the consumer's recheck sees the producer's condition. */
+  atomic_thread_fence(memory_order_seq_cst);
+  return k;
+}
+static inline void weft__ec_cancel(weft_eventcount *ec) {
+  atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
+}
+static inline void weft__ec_wait(weft_eventcount *ec, uint32_t k) {
+  weft__futex_wait(&ec->epoch, k);
+  atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
+}
+static inline void weft__ec_notify(weft_eventcount *ec) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&ec->sleepers, memory_order_relaxed) != 0) {
+    atomic_fetch_add_explicit(&ec->epoch, 1, memory_order_release);
+    weft__futex_wake(&ec->epoch, 0x7fffffff);
+  }
+}
+
+/* A one-shot completion a blocking caller waits on (it lives on the caller's
+ * stack). The completer publishes |result| with release, then wakes. */
+typedef struct weft_token {
+  _Atomic uint32_t done;
+  void *result; /* published by done=1 (release) */
+} weft_token;
+
+static inline void weft__token_init(weft_token *t) {
+  atomic_init(&t->done, 0);
+  t->result = 0;
+}
+static inline void weft__token_complete(weft_token *t, void *result) {
+  t->result = result;
+  atomic_store_explicit(&t->done, 1, memory_order_release);
+  weft__futex_wake(&t->done, 1);
+}
+/* Spins a little, then parks until completed; returns the result. */
+void *weft__token_wait(weft_token *t);
+
+#endif

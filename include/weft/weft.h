@@ -1,0 +1,281 @@
+/* weft: a scheduler-driven multi-stream executor for GPUs and CPUs.
+ *
+ * This is the only public header. Every call validates its arguments and
+ * returns a weft_status: NULL means success, anything else is an error the
+ * caller owns and frees with weft_error_free. No call aborts on bad input.
+ *
+ * Thread-safety: every call on a weft_device may be made from any thread
+ * concurrently, except weft_device_close, which must be the last call on
+ * that device. Error objects are plain values: one thread at a time. */
+#ifndef WEFT_WEFT_H
+#define WEFT_WEFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(WEFT_STATIC_DEFINE)
+#define WEFT_API
+#elif defined(WEFT_BUILDING)
+#define WEFT_API __attribute__((visibility("default")))
+#else
+#define WEFT_API
+#endif
+
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH" of the library actually linked. */
+WEFT_API const char *weft_version(void);
+
+/* ---- status and errors ---------------------------------------------------------- */
+
+typedef struct weft_error *weft_status; /* NULL == OK; else owned by caller */
+
+typedef enum weft_error_kind {
+  WEFT_OK = 0,
+  /* memory and IO: exactly the kinds of io-error.txt */
+  WEFT_ERR_BUFFER_TOO_BIG,       /* {size}: can never fit */
+  WEFT_ERR_OUT_OF_MEMORY,        /* {size}: not now; reclaim and retry may help */
+  WEFT_ERR_PAGE_UPDATE_FORBIDDEN, /* {size}: no room and pages may not be added */
+  WEFT_ERR_PAGE_SIZES_EXHAUSTED, /* {size}: too many page sizes held */
+  WEFT_ERR_UNSUPPORTED_STRIDES,
+  WEFT_ERR_NOT_FOUND,              /* {reason}: stale, released or forged handle */
+  WEFT_ERR_STORAGE_HANDLE_NOT_FOUND, /* {reason} */
+  WEFT_ERR_STORAGE_MAPPING_FAILED, /* {size, source} */
+  WEFT_ERR_DEVICE_POISONED,        /* {poison reason, optional source} */
+  WEFT_ERR_UNKNOWN,                /* {description} */
+  WEFT_ERR_UNSUPPORTED_IO_OPERATION,
+  /* server level */
+  WEFT_ERR_INVALID_ARGUMENT, /* API misuse: NULL, bad size/offset, closed device... */
+  WEFT_ERR_VALIDATION,
+  WEFT_ERR_GENERIC,
+  WEFT_ERR_LAUNCH_COMPILATION,
+  WEFT_ERR_LAUNCH_TOO_MANY_RESOURCES,
+  WEFT_ERR_TORN_DOWN, /* payload-free: a write scope never finished */
+  WEFT_ERR_SKIPPED,   /* payload-free: an input carried a failure */
+  WEFT_ERR_UNWRITTEN, /* {failure id, claimed, chain, root} */
+  WEFT_ERR_SEVERAL,   /* {errors} */
+} weft_error_kind;
+
+#define WEFT_ERROR_KIND_COUNT ((int)WEFT_ERR_SEVERAL + 1)
+
+/* Makes an error of |kind| with a printf-formatted message (the reason,
+ * description or message of the kind; NULL fmt: none). Captures a backtrace
+ * (raw frames; symbolized only when formatted). Never returns NULL for a
+ * kind other than WEFT_OK: if memory runs out, a static error of the same
+ * kind without message is returned (freeing it is a no-op). WEFT_OK and
+ * out-of-range kinds give an InvalidArgument error. */
+WEFT_API weft_status weft_error_make(weft_error_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* As weft_error_make, with the |size| field of kinds that have one. */
+WEFT_API weft_status weft_error_make_sized(weft_error_kind kind, uint64_t size, const char *fmt,
+                                           ...) __attribute__((format(printf, 3, 4)));
+/* Wraps |source| (ownership transfers, may be NULL) as the cause of a new
+ * error of |kind|: StorageMappingFailed{size, source}, DevicePoisoned{poison,
+ * source}, or any kind with a cause chain. */
+WEFT_API weft_status weft_error_wrap(weft_error_kind kind, uint64_t size, weft_status source,
+                                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Several{errors}: takes ownership of the |n| errors in |errors| (NULL entries
+ * are skipped); the array itself stays the caller's. */
+WEFT_API weft_status weft_error_several(weft_status *errors, size_t n);
+/* Unwritten{failure, claimed, chain, root}: takes ownership of |root|; copies
+ * the |chain_len| strings of |chain| (newest hop first). */
+WEFT_API weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed,
+                                          weft_status root, const char *const *chain,
+                                          size_t chain_len);
+/* A deep copy (backtrace included). NULL for NULL. */
+WEFT_API weft_status weft_error_clone(weft_status st);
+
+WEFT_API weft_error_kind weft_error_kind_of(weft_status st); /* WEFT_OK for NULL */
+/* CamelCase names ("BufferTooBig", ..., "Several"; "Ok" for WEFT_OK; "Invalid"
+ * for a value outside the enum). */
+WEFT_API const char *weft_error_kind_name(weft_error_kind kind);
+/* The kind named |name| (exact CamelCase); false if there is none. */
+WEFT_API bool weft_error_kind_from_name(const char *name, weft_error_kind *out);
+/* One-line description, snprintf rules: writes at most |cap| bytes including
+ * the NUL, returns the length the full text needs. NULL st formats "Ok". */
+WEFT_API size_t weft_error_format(weft_status st, char *buf, size_t cap);
+/* As weft_error_format followed by the symbolized backtrace of |st| and of
+ * each error in its cause chain, one frame per line. */
+WEFT_API size_t weft_error_format_backtrace(weft_status st, char *buf, size_t cap);
+/* The message / reason / description (borrowed; "" when none). */
+WEFT_API const char *weft_error_message(weft_status st);
+WEFT_API uint64_t weft_error_size(weft_status st);     /* the size field where the kind has one */
+WEFT_API weft_status weft_error_source(weft_status st); /* borrowed cause, or NULL */
+WEFT_API size_t weft_error_count(weft_status st);       /* Several: how many; else 0 */
+WEFT_API weft_status weft_error_at(weft_status st, size_t i); /* Several: borrowed */
+WEFT_API uint64_t weft_error_failure_id(weft_status st);      /* Unwritten: the #id */
+WEFT_API uint32_t weft_error_claimed(weft_status st); /* Unwritten: buffers carrying it */
+WEFT_API weft_status weft_error_root(weft_status st); /* Unwritten: borrowed root */
+WEFT_API size_t weft_error_chain_length(weft_status st); /* Unwritten: hops, newest first */
+WEFT_API const char *weft_error_chain_at(weft_status st, size_t i);
+/* Number of raw frames captured (0 for static fallbacks and parsed errors). */
+WEFT_API size_t weft_error_backtrace_depth(weft_status st);
+/* true: OutOfMemory, PageSizesExhausted (reclaim may help). */
+WEFT_API bool weft_error_may_succeed_after_reclaim(weft_status st);
+/* true: DevicePoisoned, found through sources, Unwritten roots and Several. */
+WEFT_API bool weft_error_is_device_poisoned(weft_status st);
+/* true: LaunchCompilation, LaunchTooManyResources, through Unwritten roots;
+ * Several only when non-empty and every element is a refusal. */
+WEFT_API bool weft_error_is_refusal(weft_status st);
+/* JSON object of the error (backtrace excluded); free with weft_free. NULL st
+ * gives "null". NULL only when memory runs out. */
+WEFT_API char *weft_error_to_json(weft_status st);
+/* Parses what weft_error_to_json wrote. *out receives the error (NULL for
+ * "null"); a malformed document returns InvalidArgument and leaves *out NULL. */
+WEFT_API weft_status weft_error_from_json(const char *json, weft_status *out);
+WEFT_API void weft_error_free(weft_status st); /* NULL is a no-op */
+WEFT_API void weft_free(void *p);              /* frees strings weft returns */
+
+/* ---- allocator injection ----------------------------------------------------------- */
+
+/* The allocator weft uses for its internal structures and host storage.
+ * |alloc| returns memory aligned to |align| (a power of two) or NULL; |free|
+ * receives the same size and alignment. Both may be called from any thread. */
+typedef struct weft_allocator {
+  void *self;
+  void *(*alloc)(void *self, size_t size, size_t align);
+  void (*free)(void *self, void *ptr, size_t size, size_t align);
+} weft_allocator;
+
+/* The default: a private jemalloc arena (never process-wide malloc
+ * replacement), or libc where weft was built without jemalloc. */
+WEFT_API weft_allocator weft_allocator_default(void);
+WEFT_API weft_allocator weft_allocator_libc(void);
+/* true when weft_allocator_default is backed by jemalloc. */
+WEFT_API bool weft_allocator_default_is_jemalloc(void);
+
+/* A thread-safe counting allocator forwarding to libc: live blocks and bytes,
+ * total calls, and an optional failure injection (the Nth call fails). */
+typedef struct weft_counting_allocator weft_counting_allocator;
+typedef struct weft_alloc_counts {
+  uint64_t allocs, frees, live_blocks, live_bytes, failed;
+} weft_alloc_counts;
+WEFT_API weft_status weft_counting_allocator_create(weft_counting_allocator **out);
+WEFT_API weft_allocator weft_counting_allocator_get(weft_counting_allocator *ca);
+WEFT_API weft_alloc_counts weft_counting_allocator_counts(const weft_counting_allocator *ca);
+/* The |n|th allocation from now (1-based) returns NULL; 0 disarms. */
+WEFT_API void weft_counting_allocator_fail_at(weft_counting_allocator *ca, uint64_t n);
+WEFT_API void weft_counting_allocator_destroy(weft_counting_allocator *ca);
+
+/* ---- device ------------------------------------------------------------------------ */
+
+typedef enum { WEFT_BACKEND_HOST = 0, WEFT_BACKEND_CUDA = 1 } weft_backend;
+typedef enum { WEFT_STRATEGY_INTERLEAVE = 0, WEFT_STRATEGY_SEQUENTIAL = 1 } weft_strategy;
+
+typedef struct weft_device_options {
+  uint32_t struct_size; /* set by weft_device_options_init */
+  weft_backend backend; /* default HOST */
+  int ordinal;          /* CUDA device index */
+  uint32_t max_streams; /* stream pool size (default 4, at most 64) */
+  uint32_t max_tasks;   /* batch size before a stream is flushed (default 32) */
+  weft_strategy strategy;
+  uint64_t memory_capacity; /* host backend: bytes the device may hold; 0 = no cap */
+  const char *failpoints;   /* optional; same syntax as the WEFT_FAILPOINTS variable */
+  /* ---- additions (the struct only grows at the end) ---- */
+  const weft_allocator *allocator; /* NULL: weft_allocator_default() */
+} weft_device_options;
+
+typedef struct weft_device weft_device;
+
+WEFT_API void weft_device_options_init(weft_device_options *opts);
+/* Opens a device. NULL opts: defaults. *out is NULL on failure. */
+WEFT_API weft_status weft_device_open(const weft_device_options *opts, weft_device **out);
+/* Drains every submitted command, joins the device's threads and frees
+ * everything, buffers the caller never released included. NULL is a no-op. */
+WEFT_API void weft_device_close(weft_device *dev);
+
+/* ---- streams, buffers, kernels, launches ------------------------------------------------- */
+
+typedef uint64_t weft_stream_id; /* any value; folded onto the pool */
+typedef struct {
+  uint64_t id;
+} weft_buffer; /* value handle, checked on every use */
+typedef struct {
+  uint64_t id;
+} weft_kernel;
+typedef enum { WEFT_READ = 1, WEFT_WRITE = 2, WEFT_READ_WRITE = 3 } weft_access;
+#define WEFT_WHOLE UINT64_MAX /* binding size: to the end of the buffer */
+typedef struct {
+  weft_buffer buffer;
+  uint64_t offset, size;
+  weft_access access;
+} weft_binding;
+
+#define WEFT_MAX_BINDINGS 64u          /* bindings per launch */
+#define WEFT_MAX_SCALAR_BYTES 4096u    /* scalar bytes per launch */
+#define WEFT_MAX_BUFFER_SIZE (UINT64_C(1) << 48) /* larger sizes are InvalidArgument */
+
+/* The calling thread's default stream: distinct for each thread. */
+WEFT_API weft_stream_id weft_stream_current(void);
+
+/* Creates a buffer of |size| bytes living on |stream|'s memory. Async: the
+ * reservation happens later; a failure to reserve is reported by reads of the
+ * buffer and by launches that read it. */
+WEFT_API weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t size,
+                                        weft_buffer *out);
+/* Async: |src| is copied before the call returns. */
+WEFT_API weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
+                                       uint64_t offset, const void *src, uint64_t len);
+/* Blocks until the bytes are available, in order after every command
+ * submitted before it; fails with Several{Unwritten...} when the bytes were
+ * left unwritten by a failed launch. */
+WEFT_API weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffer buf,
+                                      uint64_t offset, void *dst, uint64_t len);
+/* The handle is dead at once; the memory goes once pending work is done. */
+WEFT_API weft_status weft_buffer_release(weft_device *dev, weft_buffer buf);
+
+typedef struct weft_kernel_ctx {
+  uint32_t grid[3], block[3], block_idx[3]; /* this call runs one block */
+  void *const *buffers;                     /* one per binding, at its offset */
+  const uint64_t *sizes;                    /* bytes per binding */
+  size_t num_buffers;
+  const void *scalars;
+  size_t scalar_bytes;
+} weft_kernel_ctx;
+/* Called once per block, in order x fastest; a non-NULL return fails the
+ * launch (ownership of the error transfers to weft) and stops its blocks. */
+typedef weft_status (*weft_host_kernel_fn)(const weft_kernel_ctx *ctx, void *user);
+
+/* Registers a host kernel; |name| is copied (1..255 bytes). */
+WEFT_API weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn,
+                                      void *user, weft_kernel *out);
+/* Async; returns only argument errors (bad handles, ranges, dimensions).
+ * Execution failures taint the launch's written bindings. */
+WEFT_API weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
+                                 const uint32_t grid[3], const uint32_t block[3],
+                                 const weft_binding *bindings, size_t num_bindings,
+                                 const void *scalars, size_t scalar_bytes);
+/* Barrier: returns once everything submitted on |stream| before the call has
+ * completed. */
+WEFT_API weft_status weft_sync(weft_device *dev, weft_stream_id stream);
+/* No barrier: reports the failures the |n| buffers carry now (as a read
+ * would, Several{...}), or NULL when none is known to carry one. */
+WEFT_API weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n);
+
+/* ---- statistics ------------------------------------------------------------------------ */
+
+typedef struct weft_device_stats {
+  uint64_t commands;        /* commands the scheduler processed */
+  uint64_t launches;        /* launches accepted */
+  uint64_t launches_run;    /* launches whose kernel ran to success */
+  uint64_t launches_failed; /* launches whose kernel (or argument resolution) failed */
+  uint64_t launches_skipped; /* launches skipped because an input carried a failure */
+  uint64_t cross_stream_waits; /* waits a stream made on another stream's work */
+  uint64_t buffers_live;       /* buffers created and not yet freed */
+  uint64_t streams_created;    /* pool slots brought to life */
+} weft_device_stats;
+/* A consistent snapshot taken by the scheduler after every command submitted
+ * before the call. */
+WEFT_API weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_WEFT_H */

@@ -1,0 +1,56 @@
+/* The storage interface: where the bytes of a device live. Host storage is
+ * the first implementation; the CUDA backend adds device storage behind the
+ * same vtable. Storage is owned by the scheduler thread: no call here is
+ * thread-safe on its own.
+ *
+ * Errors follow io-error.txt: a request that can never fit is BufferTooBig,
+ * one that does not fit now is OutOfMemory (a driver out-of-memory is always
+ * the latter: reclaiming and retrying may help). */
+#ifndef WEFT_MEMORY_STORAGE_H
+#define WEFT_MEMORY_STORAGE_H
+
+#include <weft/weft.h>
+
+typedef struct weft_storage_handle {
+  uint64_t id;   /* storage id, non-zero while allocated */
+  uint64_t size; /* bytes requested */
+  void *ptr;     /* host-addressable pointer (host storage) */
+} weft_storage_handle;
+
+typedef struct weft_storage weft_storage;
+typedef struct weft_storage_vtable {
+  /* Allocates |size| bytes aligned to alignment(). */
+  weft_status (*alloc)(weft_storage *s, uint64_t size, weft_storage_handle *out);
+  /* Releases an allocation (possibly deferred until flush). */
+  void (*dealloc)(weft_storage *s, weft_storage_handle *h);
+  /* Completes deferred deallocations. */
+  void (*flush)(weft_storage *s);
+  /* Resolves a handle to its address; StorageHandleNotFound if it is gone. */
+  weft_status (*get)(weft_storage *s, const weft_storage_handle *h, void **out);
+  uint64_t (*alignment)(const weft_storage *s);
+  uint64_t (*bytes_allocated)(const weft_storage *s);
+  void (*destroy)(weft_storage *s);
+} weft_storage_vtable;
+
+struct weft_storage {
+  const weft_storage_vtable *vt;
+};
+
+/* Host storage on |alloc| (the device's allocator). |capacity| 0: no cap;
+ * otherwise allocations past it fail with OutOfMemory and single requests
+ * larger than it with BufferTooBig. */
+weft_status weft_storage_host_create(const weft_allocator *alloc, uint64_t capacity,
+                                     weft_storage **out);
+
+static inline weft_status weft_storage_alloc(weft_storage *s, uint64_t size,
+                                             weft_storage_handle *out) {
+  return s->vt->alloc(s, size, out);
+}
+static inline void weft_storage_dealloc(weft_storage *s, weft_storage_handle *h) {
+  s->vt->dealloc(s, h);
+}
+static inline void weft_storage_destroy(weft_storage *s) {
+  if (s) s->vt->destroy(s);
+}
+
+#endif

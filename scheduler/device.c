@@ -1,0 +1,979 @@
+/* The device, its scheduler thread and the public calls that feed it.
+ *
+ * Client side (any thread, no lock): validate the arguments against the
+ * lock-free handle table, build one command, push it on the inbox. Blocking
+ * calls then wait on a token on their own stack.
+ *
+ * Scheduler side (one thread): resolve handles to buffers, order the task
+ * after the work it depends on (a wait on another stream's cursor only where
+ * a buffer crosses streams), batch it on its stream, and, when the worker
+ * hands it back, apply its outcome to the scheduler's taint view and free
+ * what it kept alive. */
+#include "scheduler/device.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+
+/* ---- commands -------------------------------------------------------------------------- */
+
+typedef enum cmd_kind {
+  CMD_CREATE,
+  CMD_WRITE,
+  CMD_LAUNCH,
+  CMD_READ,
+  CMD_RELEASE,
+  CMD_SYNC,
+  CMD_CHECK,
+  CMD_STATS,
+  CMD_SHUTDOWN,
+} cmd_kind;
+
+typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED } outcome;
+
+typedef struct cmd {
+  weft_task task; /* first: the inbox link is the task's */
+  cmd_kind kind;
+  bool completed; /* false: a submission; true: a completion from a worker */
+  size_t bytes;   /* size of this allocation */
+  weft_device *dev;
+  weft_stream_id stream;
+  weft_token *token;
+  uint64_t buffer;            /* CREATE, WRITE, READ, RELEASE */
+  uint64_t offset, len;       /* WRITE, READ; CREATE: len = size */
+  void *data;                 /* WRITE: bytes (inline); READ: destination */
+  uint32_t kernel;            /* LAUNCH: index into the kernel table */
+  uint64_t launch_no;         /* LAUNCH: 1-based number on the device */
+  uint32_t grid[3], block[3]; /* LAUNCH */
+  uint32_t nb;                /* LAUNCH: bindings; CHECK: handles */
+  weft_binding *bindings;     /* LAUNCH (sizes resolved) */
+  uint64_t *handles;          /* CHECK */
+  weft_buf **bufs;            /* LAUNCH, READ, WRITE: resolved buffers */
+  const void *scalars;
+  size_t scalar_bytes;
+  weft_device_stats *stats_out; /* STATS */
+  weft_status preset;           /* LAUNCH: resolution error, owned */
+  outcome result;
+  weft_failure *failure; /* the failure it failed with or propagated (a reference) */
+} cmd;
+
+static size_t align8(size_t n) {
+  return (n + 7u) & ~(size_t)7u;
+}
+
+static cmd *cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
+  size_t bytes = align8(sizeof(cmd)) + extra;
+  cmd *c = weft__alloc(&dev->alloc, bytes, 16);
+  if (!c) return NULL;
+  memset(c, 0, sizeof(*c));
+  c->kind = kind;
+  c->bytes = bytes;
+  c->dev = dev;
+  return c;
+}
+
+static void cmd_free(cmd *c) {
+  if (c->bytes) weft__free(&c->dev->alloc, c, c->bytes, 16); /* 0: on close's stack */
+}
+
+static void cmd_submit(weft_device *dev, cmd *c) {
+  weft_inbox_push(&dev->inbox, &c->task.link);
+}
+
+static weft_status oom(size_t bytes, const char *what) {
+  return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for %s", what);
+}
+
+/* ---- argument checks (client side) ---------------------------------------------------------- */
+
+static weft_status check_device(weft_device *dev) {
+  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  if (atomic_load_explicit(&dev->closing, memory_order_acquire))
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closed");
+  return NULL;
+}
+
+static weft_status lookup_buffer(weft_device *dev, weft_buffer b, uint64_t *size) {
+  if (!weft_handles_lookup(&dev->buffers, b.id, size)) {
+    char name[48];
+    weft_failure_buffer_name(name, sizeof(name), b.id);
+    return weft_error_make(WEFT_ERR_NOT_FOUND,
+                           "%s is not a live buffer of this device (released, stale or forged)",
+                           name);
+  }
+  return NULL;
+}
+
+static weft_status check_range(uint64_t size, uint64_t offset, uint64_t len, const char *what) {
+  if (offset > size || len > size - offset)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "%s [%" PRIu64 ", +%" PRIu64 ") is outside the buffer of %" PRIu64
+                           " bytes",
+                           what, offset, len, size);
+  return NULL;
+}
+
+/* ---- buffers (scheduler side) ------------------------------------------------------------------ */
+
+static weft_buf *resolve(weft_device *dev, uint64_t id) {
+  weft_handle_slot *s = weft_handles_slot(&dev->buffers, id);
+  weft_buf *b = s ? s->obj : NULL;
+  return b && b->id == id && !b->released ? b : NULL;
+}
+
+static weft_status not_found(uint64_t id) {
+  char name[48];
+  weft_failure_buffer_name(name, sizeof(name), id);
+  return weft_error_make(WEFT_ERR_NOT_FOUND, "%s was released before this command reached it",
+                         name);
+}
+
+static void buf_free(weft_device *dev, weft_buf *b) {
+  weft_taint_clear(&b->exec, true);
+  weft_taint_clear(&b->known, false);
+  if (b->allocated) weft_storage_dealloc(dev->storage, &b->mem);
+  dev->stats.buffers_live--;
+  weft_handles_recycle(&dev->buffers, b->id);
+  weft__free(&dev->alloc, b, sizeof(*b) + sizeof(uint64_t) * dev->max_streams, 16);
+}
+
+static void buf_unpin(weft_device *dev, weft_buf *b) {
+  if (--b->pending == 0 && b->released) buf_free(dev, b);
+}
+
+static weft_failure *mint(weft_device *dev, weft_status root) {
+  uint64_t id = atomic_fetch_add_explicit(&dev->failure_ids, 1, memory_order_relaxed) + 1;
+  return weft_failure_new(id, root);
+}
+
+static void do_create(weft_device *dev, cmd *c) {
+  weft_handle_slot *s = weft_handles_slot(&dev->buffers, c->buffer);
+  size_t bytes = sizeof(weft_buf) + sizeof(uint64_t) * dev->max_streams;
+  weft_buf *b = weft__calloc(&dev->alloc, bytes, 16);
+  if (!b) {
+    /* The handle stays dead-on-arrival: later uses find no buffer (NotFound). */
+    return;
+  }
+  b->id = c->buffer;
+  b->size = c->len;
+  b->last_read = (uint64_t *)(b + 1);
+  dev->stats.buffers_live++;
+  s->obj = b;
+  weft_status st = weft_storage_alloc(dev->storage, c->len ? c->len : 1, &b->mem);
+  if (!st) {
+    b->allocated = true;
+    return;
+  }
+  /* The reservation failed: the buffer carries the reason as an unallocated
+   * claim over all its bytes, which reads and launches report. */
+  weft_failure *f = mint(dev, st);
+  if (!f) return;
+  weft_taint_set(&b->exec, 0, b->size ? b->size : 1, f, true);
+  weft_taint_set(&b->known, 0, b->size ? b->size : 1, f, false);
+  weft_failure_release(f);
+}
+
+static void do_release(weft_device *dev, cmd *c) {
+  weft_handle_slot *s = weft_handles_slot(&dev->buffers, c->buffer);
+  weft_buf *b = s ? s->obj : NULL;
+  if (!b || b->id != c->buffer) {
+    /* Its creation ran out of memory: only the handle is left. */
+    weft_handles_recycle(&dev->buffers, c->buffer);
+    return;
+  }
+  b->released = true;
+  if (b->pending == 0) buf_free(dev, b);
+}
+
+/* ---- streams and batches ------------------------------------------------------------------------ */
+
+static void on_task_done(void *ctx, weft_task *t);
+
+static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
+  if (!dev->streams[slot]) {
+    weft_status st = weft_stream_host_create(&dev->alloc, slot, on_task_done, dev,
+                                             &dev->streams[slot]);
+    if (st) {
+      *err = st;
+      return NULL;
+    }
+    dev->stats.streams_created++;
+  }
+  return dev->streams[slot];
+}
+
+static uint32_t slot_of(weft_device *dev, weft_stream_id id) {
+  return (uint32_t)(id % (uint64_t)dev->max_streams);
+}
+
+static void flush(weft_device *dev, uint32_t slot) {
+  weft_batch *b = &dev->batches[slot];
+  if (!b->n) return;
+  weft_stream_submit(dev->streams[slot], b->head, b->tail);
+  b->head = b->tail = NULL;
+  b->n = 0;
+}
+
+static void flush_all(weft_device *dev) {
+  for (uint32_t i = 0; i < dev->max_streams; i++) flush(dev, i);
+}
+
+/* Queues |c| on |slot| after the waits it needs; flushes the origin streams
+ * first (align), and the batch when it is full. */
+static void dispatch(weft_device *dev, weft_stream *s, cmd *c) {
+  c->task.seq = ++s->submitted;
+  for (uint32_t i = 0; i < c->task.nwaits; i++) flush(dev, c->task.waits[i].stream->slot);
+  weft_batch *b = &dev->batches[s->slot];
+  c->task.link.next = NULL;
+  if (b->tail) b->tail->link.next = &c->task.link;
+  else b->head = &c->task;
+  b->tail = &c->task;
+  dev->inflight++;
+  if (++b->n >= dev->max_tasks) flush(dev, s->slot);
+}
+
+/* Adds a wait on (slot, seq) to |w| unless it is on |me| or already covered. */
+static void need(weft_device *dev, uint64_t *w, uint32_t me, uint32_t slot, uint64_t seq) {
+  (void)dev;
+  if (slot != me && seq > w[slot]) w[slot] = seq;
+}
+
+/* Records the access of |b| by the task (me, seq) and collects the waits it
+ * needs: a reader waits for the last writer, a writer for the last writer and
+ * every reader since (read-after-write, write-after-read, write-after-write). */
+static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64_t seq,
+                  uint64_t *w) {
+  if (b->lw_seq) need(dev, w, me, b->lw_slot, b->lw_seq);
+  if (write) {
+    for (uint32_t s = 0; s < dev->max_streams; s++) {
+      if (b->last_read[s]) need(dev, w, me, s, b->last_read[s]);
+      b->last_read[s] = 0;
+    }
+    b->lw_slot = me;
+    b->lw_seq = seq;
+  } else if (seq > b->last_read[me]) {
+    b->last_read[me] = seq;
+  }
+}
+
+/* Turns the per-slot wait vector into the task's wait list. */
+static void set_waits(weft_device *dev, cmd *c, const uint64_t *w) {
+  c->task.nwaits = 0;
+  for (uint32_t s = 0; s < dev->max_streams; s++) {
+    if (!w[s]) continue;
+    c->task.waits[c->task.nwaits].stream = dev->streams[s];
+    c->task.waits[c->task.nwaits].seq = w[s];
+    c->task.nwaits++;
+    dev->stats.cross_stream_waits++;
+  }
+}
+
+/* ---- task bodies (run on a stream's worker) ---------------------------------------------------------- */
+
+static void *buf_ptr(weft_buf *b, uint64_t offset) {
+  return (char *)b->mem.ptr + offset;
+}
+
+static void run_write(weft_task *t) {
+  cmd *c = (cmd *)t;
+  weft_buf *b = c->bufs[0];
+  if (!b->allocated) return; /* the buffer keeps the reason it has no memory */
+  memcpy(buf_ptr(b, c->offset), c->data, c->len);
+  weft_taint_written(&b->exec, c->offset, c->offset + c->len, true);
+}
+
+static void run_read(weft_task *t) {
+  cmd *c = (cmd *)t;
+  weft_buf *b = c->bufs[0];
+  weft_failure *f = b->allocated ? weft_taint_get(&b->exec, c->offset, c->offset + c->len)
+                                 : b->exec.f;
+  weft_status st = NULL;
+  if (f) st = weft_failure_reports(&f, &b->id, 1);
+  else if (!b->allocated) st = not_found(b->id);
+  else if (c->len) memcpy(c->data, buf_ptr(b, c->offset), c->len);
+  weft__token_complete(c->token, st);
+}
+
+static void run_barrier(weft_task *t) {
+  cmd *c = (cmd *)t;
+  weft__token_complete(c->token, NULL);
+}
+
+static bool is_write(weft_access a) {
+  return (a & WEFT_WRITE) != 0;
+}
+
+/* Taints every written binding of a launch that did not run with |f|. */
+static void taint_outputs(cmd *c, weft_failure *f) {
+  for (uint32_t i = 0; i < c->nb; i++) {
+    weft_buf *b = c->bufs[i];
+    if (b && is_write(c->bindings[i].access))
+      weft_taint_set(&b->exec, c->bindings[i].offset, c->bindings[i].offset + c->bindings[i].size,
+                     f, true);
+  }
+}
+
+static void fail_launch(cmd *c, weft_status err) {
+  weft_failure *f = mint(c->dev, err);
+  if (f) taint_outputs(c, f);
+  c->failure = f;
+  c->result = OUT_FAILED;
+}
+
+static void run_launch(weft_task *t) {
+  cmd *c = (cmd *)t;
+  weft_device *dev = c->dev;
+  if (c->preset) {
+    weft_status err = c->preset;
+    c->preset = NULL;
+    fail_launch(c, err);
+    return;
+  }
+  /* The read check: an input left unwritten by a failure (or never
+   * allocated) stops the launch; its outputs carry the root failure. */
+  for (uint32_t i = 0; i < c->nb; i++) {
+    weft_buf *b = c->bufs[i];
+    const weft_binding *bd = &c->bindings[i];
+    weft_failure *f = NULL;
+    if (!b->allocated) f = b->exec.f;
+    else if (bd->access & WEFT_READ) f = weft_taint_get(&b->exec, bd->offset, bd->offset + bd->size);
+    if (!f) continue;
+    weft_skip_record rec = {.kernel = dev->kernels[c->kernel].name,
+                            .launch = c->launch_no,
+                            .needed = b->id};
+    for (uint32_t j = 0; j < c->nb; j++)
+      if (is_write(c->bindings[j].access)) rec.produced[rec.nproduced++] = c->bufs[j]->id;
+    weft_failure_skipped(f, &rec);
+    taint_outputs(c, f);
+    weft_failure_retain(f);
+    c->failure = f;
+    c->result = OUT_SKIPPED;
+    return;
+  }
+  void *ptrs[WEFT_MAX_BINDINGS];
+  uint64_t sizes[WEFT_MAX_BINDINGS];
+  for (uint32_t i = 0; i < c->nb; i++) {
+    ptrs[i] = buf_ptr(c->bufs[i], c->bindings[i].offset);
+    sizes[i] = c->bindings[i].size;
+  }
+  weft_kernel_ctx ctx = {.buffers = ptrs,
+                         .sizes = sizes,
+                         .num_buffers = c->nb,
+                         .scalars = c->scalar_bytes ? c->scalars : NULL,
+                         .scalar_bytes = c->scalar_bytes};
+  memcpy(ctx.grid, c->grid, sizeof(ctx.grid));
+  memcpy(ctx.block, c->block, sizeof(ctx.block));
+  const weft_kernel_entry *k = &dev->kernels[c->kernel];
+  weft_status err = NULL;
+  for (uint32_t z = 0; z < c->grid[2] && !err; z++)
+    for (uint32_t y = 0; y < c->grid[1] && !err; y++)
+      for (uint32_t x = 0; x < c->grid[0] && !err; x++) {
+        ctx.block_idx[0] = x, ctx.block_idx[1] = y, ctx.block_idx[2] = z;
+        err = k->fn(&ctx, k->user);
+      }
+  if (err) {
+    fail_launch(c, err);
+    return;
+  }
+  for (uint32_t i = 0; i < c->nb; i++)
+    if (is_write(c->bindings[i].access))
+      weft_taint_written(&c->bufs[i]->exec, c->bindings[i].offset,
+                         c->bindings[i].offset + c->bindings[i].size, true);
+  c->result = OUT_RUN;
+}
+
+static void on_task_done(void *ctx, weft_task *t) {
+  weft_device *dev = ctx;
+  cmd *c = (cmd *)t;
+  c->completed = true;
+  cmd_submit(dev, c);
+}
+
+/* ---- scheduler: submissions ------------------------------------------------------------------------- */
+
+static weft_stream *stream_or_fail(weft_device *dev, cmd *c) {
+  weft_status err = NULL;
+  weft_stream *s = stream_get(dev, slot_of(dev, c->stream), &err);
+  if (!s && c->token) weft__token_complete(c->token, err);
+  else weft_error_free(err);
+  return s;
+}
+
+static void sched_launch(weft_device *dev, cmd *c) {
+  weft_status err = NULL;
+  weft_stream *s = stream_get(dev, slot_of(dev, c->stream), &err);
+  if (!s) {
+    /* No worker to run it: the outputs carry why. */
+    weft_failure *f = mint(dev, err);
+    for (uint32_t i = 0; i < c->nb; i++) {
+      weft_buf *b = resolve(dev, c->bindings[i].buffer.id);
+      if (b && f && is_write(c->bindings[i].access)) {
+        uint64_t end = c->bindings[i].offset + c->bindings[i].size;
+        weft_taint_set(&b->exec, c->bindings[i].offset, end, f, true);
+        weft_taint_set(&b->known, c->bindings[i].offset, end, f, false);
+      }
+    }
+    weft_failure_release(f);
+    dev->stats.launches_failed++;
+    cmd_free(c);
+    return;
+  }
+  uint64_t w[WEFT_MAX_STREAMS] = {0};
+  uint64_t seq = s->submitted + 1;
+  for (uint32_t i = 0; i < c->nb; i++) {
+    weft_buf *b = resolve(dev, c->bindings[i].buffer.id);
+    c->bufs[i] = b;
+    if (!b) {
+      if (!c->preset) c->preset = not_found(c->bindings[i].buffer.id);
+      continue;
+    }
+    b->pending++;
+    order(dev, b, is_write(c->bindings[i].access), s->slot, seq, w);
+  }
+  set_waits(dev, c, w);
+  c->task.run = run_launch;
+  dispatch(dev, s, c);
+}
+
+static void sched_rw(weft_device *dev, cmd *c, bool write) {
+  weft_buf *b = resolve(dev, c->buffer);
+  if (!b) {
+    if (c->token) weft__token_complete(c->token, not_found(c->buffer));
+    cmd_free(c);
+    return;
+  }
+  weft_stream *s = stream_or_fail(dev, c);
+  if (!s) {
+    cmd_free(c);
+    return;
+  }
+  uint64_t w[WEFT_MAX_STREAMS] = {0};
+  c->bufs[0] = b;
+  b->pending++;
+  order(dev, b, write, s->slot, s->submitted + 1, w);
+  set_waits(dev, c, w);
+  c->task.run = write ? run_write : run_read;
+  dispatch(dev, s, c);
+  if (!write) flush(dev, s->slot); /* a synchronous operation flushes its stream */
+}
+
+static void sched_sync(weft_device *dev, cmd *c) {
+  uint32_t slot = slot_of(dev, c->stream);
+  if (!dev->streams[slot]) {
+    /* Nothing ever ran there; a question never creates a stream. */
+    weft__token_complete(c->token, NULL);
+    cmd_free(c);
+    return;
+  }
+  c->task.run = run_barrier;
+  c->task.nwaits = 0;
+  dispatch(dev, dev->streams[slot], c);
+  flush(dev, slot);
+}
+
+static void sched_check(weft_device *dev, cmd *c) {
+  /* Answered from the scheduler's view, without a barrier: what completed
+   * work has shown so far. */
+  weft_failure **fs = (weft_failure **)(c->handles + c->nb);
+  for (uint32_t i = 0; i < c->nb; i++) {
+    weft_buf *b = resolve(dev, c->handles[i]);
+    if (!b) {
+      weft__token_complete(c->token, not_found(c->handles[i]));
+      cmd_free(c);
+      return;
+    }
+    fs[i] = b->known.f;
+  }
+  weft__token_complete(c->token, weft_failure_reports(fs, c->handles, c->nb));
+  cmd_free(c);
+}
+
+/* ---- scheduler: completions ------------------------------------------------------------------------------ */
+
+static void complete_launch(weft_device *dev, cmd *c) {
+  for (uint32_t i = 0; i < c->nb; i++) {
+    weft_buf *b = c->bufs[i];
+    if (!b) continue;
+    if (is_write(c->bindings[i].access)) {
+      uint64_t o = c->bindings[i].offset, e = o + c->bindings[i].size;
+      if (c->failure) weft_taint_set(&b->known, o, e, c->failure, false);
+      else if (c->result == OUT_RUN) weft_taint_written(&b->known, o, e, false);
+    }
+  }
+  if (c->result == OUT_RUN) dev->stats.launches_run++;
+  else if (c->result == OUT_SKIPPED) dev->stats.launches_skipped++;
+  else dev->stats.launches_failed++;
+  weft_failure_release(c->failure);
+  for (uint32_t i = 0; i < c->nb; i++)
+    if (c->bufs[i]) buf_unpin(dev, c->bufs[i]);
+}
+
+static void complete(weft_device *dev, cmd *c) {
+  dev->inflight--;
+  switch (c->kind) {
+  case CMD_LAUNCH:
+    complete_launch(dev, c);
+    break;
+  case CMD_WRITE:
+    if (c->bufs[0]->allocated)
+      weft_taint_written(&c->bufs[0]->known, c->offset, c->offset + c->len, false);
+    buf_unpin(dev, c->bufs[0]);
+    break;
+  case CMD_READ:
+    buf_unpin(dev, c->bufs[0]);
+    break;
+  default:
+    break;
+  }
+  cmd_free(c);
+}
+
+static void process(weft_device *dev, cmd *c) {
+  if (c->completed) {
+    complete(dev, c);
+    return;
+  }
+  dev->stats.commands++;
+  switch (c->kind) {
+  case CMD_CREATE:
+    do_create(dev, c);
+    cmd_free(c);
+    break;
+  case CMD_RELEASE:
+    do_release(dev, c);
+    cmd_free(c);
+    break;
+  case CMD_LAUNCH:
+    sched_launch(dev, c);
+    break;
+  case CMD_WRITE:
+    sched_rw(dev, c, true);
+    break;
+  case CMD_READ:
+    sched_rw(dev, c, false);
+    break;
+  case CMD_SYNC:
+    sched_sync(dev, c);
+    break;
+  case CMD_CHECK:
+    sched_check(dev, c);
+    break;
+  case CMD_STATS:
+    *c->stats_out = dev->stats;
+    weft__token_complete(c->token, NULL);
+    cmd_free(c);
+    break;
+  case CMD_SHUTDOWN:
+    dev->shutdown = true;
+    cmd_free(c);
+    break;
+  }
+}
+
+static void *scheduler_main(void *arg) {
+  weft_device *dev = arg;
+  for (;;) {
+    ck_stack_entry_t *e = weft_inbox_take(&dev->inbox);
+    if (!e) {
+      /* Idle: hand every partial batch to its worker before parking. */
+      flush_all(dev);
+      if (dev->shutdown && dev->inflight == 0) break;
+      weft_inbox_wait(&dev->inbox, NULL);
+      continue;
+    }
+    while (e) {
+      ck_stack_entry_t *next = e->next;
+      process(dev, (cmd *)WEFT_TASK_OF(e));
+      e = next;
+    }
+  }
+  return NULL;
+}
+
+/* ---- device ------------------------------------------------------------------------------------ */
+
+const char *weft_version(void) {
+  return "0.1.0";
+}
+
+void weft_device_options_init(weft_device_options *opts) {
+  if (!opts) return;
+  memset(opts, 0, sizeof(*opts));
+  opts->struct_size = sizeof(*opts);
+  opts->backend = WEFT_BACKEND_HOST;
+  opts->max_streams = 4;
+  opts->max_tasks = 32;
+  opts->strategy = WEFT_STRATEGY_INTERLEAVE;
+}
+
+static _Atomic uint32_t device_tags = 0;
+
+static weft_status validate_options(const weft_device_options *o, weft_device_options *out) {
+  weft_device_options_init(out);
+  if (!o) return NULL;
+  size_t base = offsetof(weft_device_options, allocator);
+  if (o->struct_size < base || o->struct_size > sizeof(*o))
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "options.struct_size is %u: call weft_device_options_init first",
+                           o->struct_size);
+  memcpy(out, o, o->struct_size);
+  out->struct_size = sizeof(*out);
+  if (out->backend != WEFT_BACKEND_HOST && out->backend != WEFT_BACKEND_CUDA)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)out->backend);
+  if (out->backend == WEFT_BACKEND_CUDA)
+    return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,
+                           "this build of weft has no CUDA backend; use WEFT_BACKEND_HOST");
+  if (out->max_streams == 0 || out->max_streams > WEFT_MAX_STREAMS)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "max_streams is %u; it must be 1..%u",
+                           out->max_streams, WEFT_MAX_STREAMS);
+  if (out->max_tasks == 0)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "max_tasks must be at least 1");
+  if (out->strategy != WEFT_STRATEGY_INTERLEAVE && out->strategy != WEFT_STRATEGY_SEQUENTIAL)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown strategy %d", (int)out->strategy);
+  if (out->failpoints && out->failpoints[0])
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "failpoints are not supported by this version: '%s'", out->failpoints);
+  if (out->allocator && (!out->allocator->alloc || !out->allocator->free))
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "allocator has a NULL function");
+  return NULL;
+}
+
+weft_status weft_device_open(const weft_device_options *opts, weft_device **out) {
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  weft_device_options o;
+  weft_status st = validate_options(opts, &o);
+  if (st) return st;
+  weft_allocator alloc = o.allocator ? *o.allocator : weft_allocator_default();
+  weft_device *dev = weft__calloc(&alloc, sizeof(*dev), WEFT_CACHELINE);
+  if (!dev) return oom(sizeof(*dev), "the device");
+  dev->alloc = alloc;
+  dev->max_streams = o.max_streams;
+  dev->max_tasks = o.max_tasks;
+  dev->tag = atomic_fetch_add(&device_tags, 1) + 1;
+  weft_inbox_init(&dev->inbox);
+  weft_handles_init(&dev->buffers, &dev->alloc);
+  dev->buffers.gen_base = dev->tag * 2654435761u;
+  size_t kbytes = sizeof(weft_kernel_entry) * WEFT_MAX_KERNELS;
+  dev->kernels = weft__calloc(&dev->alloc, kbytes, WEFT_CACHELINE);
+  dev->streams = weft__calloc(&dev->alloc, sizeof(weft_stream *) * o.max_streams, 16);
+  dev->batches = weft__calloc(&dev->alloc, sizeof(weft_batch) * o.max_streams, 16);
+  if (!dev->kernels || !dev->streams || !dev->batches) st = oom(kbytes, "the device tables");
+  if (!st) st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
+  if (!st) {
+    int rc = pthread_create(&dev->thread, NULL, scheduler_main, dev);
+    if (rc != 0)
+      st = weft_error_make(WEFT_ERR_GENERIC, "cannot start the scheduler thread (error %d)", rc);
+  }
+  if (st) {
+    weft_storage_destroy(dev->storage);
+    weft__free(&dev->alloc, dev->batches, sizeof(weft_batch) * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->kernels, kbytes, WEFT_CACHELINE);
+    weft_handles_destroy(&dev->buffers);
+    weft__free(&dev->alloc, dev, sizeof(*dev), WEFT_CACHELINE);
+    return st;
+  }
+  *out = dev;
+  return NULL;
+}
+
+void weft_device_close(weft_device *dev) {
+  if (!dev) return;
+  atomic_store_explicit(&dev->closing, 1, memory_order_release);
+  /* Close cannot fail: the shutdown command lives on this stack (bytes 0,
+   * never freed), which is safe because close waits for the scheduler. */
+  cmd c_stack;
+  memset(&c_stack, 0, sizeof(c_stack));
+  c_stack.kind = CMD_SHUTDOWN;
+  c_stack.dev = dev;
+  cmd *c = &c_stack;
+  cmd_submit(dev, c);
+  pthread_join(dev->thread, NULL);
+  for (uint32_t i = 0; i < dev->max_streams; i++) weft_stream_destroy(dev->streams[i]);
+  /* Every buffer the caller never released. */
+  uint32_t n = atomic_load(&dev->buffers.fresh);
+  for (uint32_t i = 0; i < n; i++) {
+    weft_handle_slot *s = weft_handles_slot(&dev->buffers, ((uint64_t)1 << 32) | (i + 1u));
+    weft_buf *b = s ? s->obj : NULL;
+    if (b) {
+      b->pending = 0;
+      buf_free(dev, b);
+    }
+  }
+  for (uint32_t i = 0; i < atomic_load(&dev->nkernels) && i < WEFT_MAX_KERNELS; i++) {
+    weft_kernel_entry *k = &dev->kernels[i];
+    weft__free(&dev->alloc, k->name, k->name_cap, 1);
+  }
+  weft_storage_destroy(dev->storage);
+  weft_allocator alloc = dev->alloc;
+  weft__free(&alloc, dev->batches, sizeof(weft_batch) * dev->max_streams, 16);
+  weft__free(&alloc, dev->streams, sizeof(weft_stream *) * dev->max_streams, 16);
+  weft__free(&alloc, dev->kernels, sizeof(weft_kernel_entry) * WEFT_MAX_KERNELS, WEFT_CACHELINE);
+  weft_handles_destroy(&dev->buffers);
+  weft__free(&alloc, dev, sizeof(*dev), WEFT_CACHELINE);
+}
+
+/* ---- public calls ------------------------------------------------------------------------------ */
+
+static _Atomic uint64_t thread_streams = 0;
+static _Thread_local uint64_t this_thread_stream = 0;
+
+weft_stream_id weft_stream_current(void) {
+  if (this_thread_stream == 0)
+    this_thread_stream = atomic_fetch_add_explicit(&thread_streams, 1, memory_order_relaxed) + 1;
+  return this_thread_stream - 1;
+}
+
+weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t size,
+                               weft_buffer *out) {
+  if (out) out->id = 0;
+  weft_status st = check_device(dev);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (size == 0) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "buffer size is 0");
+  if (size > WEFT_MAX_BUFFER_SIZE)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "buffer size %" PRIu64 " exceeds the largest supported (%" PRIu64 ")",
+                           size, (uint64_t)WEFT_MAX_BUFFER_SIZE);
+  cmd *c = cmd_new(dev, CMD_CREATE, 0);
+  if (!c) return oom(sizeof(cmd), "a create command");
+  uint64_t id;
+  st = weft_handles_acquire(&dev->buffers, size, &id);
+  if (st) {
+    cmd_free(c);
+    return st;
+  }
+  c->stream = stream;
+  c->buffer = id;
+  c->len = size;
+  cmd_submit(dev, c);
+  out->id = id;
+  return NULL;
+}
+
+weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
+  weft_status st = check_device(dev);
+  if (st) return st;
+  if ((st = lookup_buffer(dev, buf, NULL))) return st;
+  cmd *c = cmd_new(dev, CMD_RELEASE, 0);
+  if (!c) return oom(sizeof(cmd), "a release command");
+  if (!weft_handles_kill(&dev->buffers, buf.id)) { /* another thread released it first */
+    cmd_free(c);
+    return not_found(buf.id);
+  }
+  c->buffer = buf.id;
+  cmd_submit(dev, c);
+  return NULL;
+}
+
+weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
+                              uint64_t offset, const void *src, uint64_t len) {
+  weft_status st = check_device(dev);
+  if (st) return st;
+  uint64_t size;
+  if ((st = lookup_buffer(dev, buf, &size))) return st;
+  if (!src && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "src is NULL");
+  if ((st = check_range(size, offset, len, "write"))) return st;
+  if (len == 0) return NULL;
+  size_t extra = align8(sizeof(weft_buf *)) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
+                 (size_t)len;
+  cmd *c = cmd_new(dev, CMD_WRITE, extra);
+  if (!c) return oom(extra, "a write command");
+  char *p = (char *)c + align8(sizeof(cmd));
+  c->bufs = (weft_buf **)p;
+  p += align8(sizeof(weft_buf *));
+  c->task.waits = (weft_stream_wait *)p;
+  p += align8(sizeof(weft_stream_wait) * dev->max_streams);
+  c->data = p;
+  memcpy(p, src, len);
+  c->stream = stream;
+  c->buffer = buf.id;
+  c->offset = offset;
+  c->len = len;
+  cmd_submit(dev, c);
+  return NULL;
+}
+
+weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffer buf,
+                             uint64_t offset, void *dst, uint64_t len) {
+  weft_status st = check_device(dev);
+  if (st) return st;
+  uint64_t size;
+  if ((st = lookup_buffer(dev, buf, &size))) return st;
+  if (!dst && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "dst is NULL");
+  if ((st = check_range(size, offset, len, "read"))) return st;
+  size_t extra = align8(sizeof(weft_buf *)) + sizeof(weft_stream_wait) * dev->max_streams;
+  cmd *c = cmd_new(dev, CMD_READ, extra);
+  if (!c) return oom(extra, "a read command");
+  char *p = (char *)c + align8(sizeof(cmd));
+  c->bufs = (weft_buf **)p;
+  c->task.waits = (weft_stream_wait *)(p + align8(sizeof(weft_buf *)));
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  c->stream = stream;
+  c->buffer = buf.id;
+  c->offset = offset;
+  c->len = len;
+  c->data = dst;
+  cmd_submit(dev, c);
+  return weft__token_wait(&tok);
+}
+
+weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn,
+                             void *user, weft_kernel *out) {
+  if (out) out->id = 0;
+  weft_status st = check_device(dev);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (!fn) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "kernel function is NULL");
+  if (!name) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "kernel name is NULL");
+  size_t len = strnlen(name, 256);
+  if (len == 0 || len > 255)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "kernel name must be 1..255 bytes");
+  char *copy = weft__alloc(&dev->alloc, len + 1, 1);
+  if (!copy) return oom(len + 1, "a kernel name");
+  memcpy(copy, name, len + 1);
+  uint32_t idx = atomic_fetch_add_explicit(&dev->nkernels, 1, memory_order_relaxed);
+  if (idx >= WEFT_MAX_KERNELS) {
+    atomic_fetch_sub_explicit(&dev->nkernels, 1, memory_order_relaxed);
+    weft__free(&dev->alloc, copy, len + 1, 1);
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "too many kernels (at most %u per device)",
+                           WEFT_MAX_KERNELS);
+  }
+  weft_kernel_entry *k = &dev->kernels[idx];
+  k->name = copy;
+  k->name_cap = len + 1;
+  k->fn = fn;
+  k->user = user;
+  /* release: a thread that sees ready sees the entry. */
+  atomic_store_explicit(&k->ready, 1, memory_order_release);
+  out->id = ((uint64_t)dev->tag << 32) | (idx + 1u);
+  return NULL;
+}
+
+static weft_status check_dims(const uint32_t d[3], const char *what) {
+  if (!d) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  if (!d[0] || !d[1] || !d[2])
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%s has a zero dimension (%u, %u, %u)", what,
+                           d[0], d[1], d[2]);
+  return NULL;
+}
+
+weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
+                        const uint32_t grid[3], const uint32_t block[3],
+                        const weft_binding *bindings, size_t num_bindings, const void *scalars,
+                        size_t scalar_bytes) {
+  weft_status st = check_device(dev);
+  if (st) return st;
+  uint32_t kidx = (uint32_t)kernel.id - 1u;
+  if ((uint32_t)(kernel.id >> 32) != dev->tag || (uint32_t)kernel.id == 0 ||
+      kidx >= WEFT_MAX_KERNELS ||
+      !atomic_load_explicit(&dev->kernels[kidx].ready, memory_order_acquire))
+    return weft_error_make(WEFT_ERR_NOT_FOUND, "kernel %#" PRIx64 " is not a kernel of this device",
+                           kernel.id);
+  if ((st = check_dims(grid, "grid")) || (st = check_dims(block, "block"))) return st;
+  if (num_bindings > WEFT_MAX_BINDINGS)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%zu bindings; at most %u per launch",
+                           num_bindings, WEFT_MAX_BINDINGS);
+  if (num_bindings && !bindings)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "bindings is NULL");
+  if (scalar_bytes > WEFT_MAX_SCALAR_BYTES)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%zu scalar bytes; at most %u per launch",
+                           scalar_bytes, WEFT_MAX_SCALAR_BYTES);
+  if (scalar_bytes && !scalars) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
+  size_t nb = num_bindings;
+  size_t extra = align8(sizeof(weft_binding) * nb) + align8(sizeof(weft_buf *) * nb) +
+                 align8(sizeof(weft_stream_wait) * dev->max_streams) + scalar_bytes;
+  cmd *c = cmd_new(dev, CMD_LAUNCH, extra);
+  if (!c) return oom(extra, "a launch command");
+  char *p = (char *)c + align8(sizeof(cmd));
+  c->bindings = (weft_binding *)p;
+  p += align8(sizeof(weft_binding) * nb);
+  c->bufs = (weft_buf **)p;
+  p += align8(sizeof(weft_buf *) * nb);
+  c->task.waits = (weft_stream_wait *)p;
+  p += align8(sizeof(weft_stream_wait) * dev->max_streams);
+  for (size_t i = 0; i < nb; i++) {
+    weft_binding b = bindings[i];
+    uint64_t size;
+    if (b.access != WEFT_READ && b.access != WEFT_WRITE && b.access != WEFT_READ_WRITE)
+      st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "binding %zu has an invalid access %d", i,
+                           (int)b.access);
+    if (!st) st = lookup_buffer(dev, b.buffer, &size);
+    if (!st && b.offset > size)
+      st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "binding %zu: offset %" PRIu64 " is past the end of the buffer (%" PRIu64
+                           " bytes)",
+                           i, b.offset, size);
+    if (!st && b.size == WEFT_WHOLE) b.size = size - b.offset;
+    if (!st) st = check_range(size, b.offset, b.size, "binding");
+    if (st) {
+      cmd_free(c);
+      return st;
+    }
+    c->bindings[i] = b;
+  }
+  if (scalar_bytes) memcpy(p, scalars, scalar_bytes);
+  c->scalars = p;
+  c->scalar_bytes = scalar_bytes;
+  c->nb = (uint32_t)nb;
+  c->kernel = kidx;
+  memcpy(c->grid, grid, sizeof(c->grid));
+  memcpy(c->block, block, sizeof(c->block));
+  c->stream = stream;
+  c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
+  cmd_submit(dev, c);
+  return NULL;
+}
+
+weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
+  weft_status st = check_device(dev);
+  if (st) return st;
+  cmd *c = cmd_new(dev, CMD_SYNC, 0);
+  if (!c) return oom(sizeof(cmd), "a sync command");
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  c->stream = stream;
+  cmd_submit(dev, c);
+  return weft__token_wait(&tok);
+}
+
+weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
+  weft_status st = check_device(dev);
+  if (st) return st;
+  if (n && !bufs) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "bufs is NULL");
+  if (n > UINT32_MAX) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "too many buffers");
+  for (size_t i = 0; i < n; i++)
+    if ((st = lookup_buffer(dev, bufs[i], NULL))) return st;
+  if (n == 0) return NULL;
+  size_t extra = (sizeof(uint64_t) + sizeof(weft_failure *)) * n;
+  cmd *c = cmd_new(dev, CMD_CHECK, extra);
+  if (!c) return oom(extra, "a check command");
+  c->handles = (uint64_t *)((char *)c + align8(sizeof(cmd)));
+  for (size_t i = 0; i < n; i++) c->handles[i] = bufs[i].id;
+  c->nb = (uint32_t)n;
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  cmd_submit(dev, c);
+  return weft__token_wait(&tok);
+}
+
+weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
+  weft_status st = check_device(dev);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  cmd *c = cmd_new(dev, CMD_STATS, 0);
+  if (!c) return oom(sizeof(cmd), "a stats command");
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  c->stats_out = out;
+  cmd_submit(dev, c);
+  return weft__token_wait(&tok);
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what weft needs to build, test and benchmark on a fresh Debian 12 machine.
+# Idempotent: does nothing when every package is already present.
+set -euo pipefail
+pkgs=(libck-dev libjemalloc-dev libcriterion-dev pkg-config ninja-build cmake gcc clang
+      libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "weft: installing ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
