@@ -93,8 +93,8 @@ static void *count_alloc(void *self, size_t size, size_t align) {
   weft_counting_allocator *ca = self;
   uint64_t c = atomic_load_explicit(&ca->fail_countdown, memory_order_relaxed);
   while (c != 0) {
-    if (atomic_compare_exchange_weak_explicit(&ca->fail_countdown, &c, c - 1,
-                                              memory_order_relaxed, memory_order_relaxed)) {
+    if (atomic_compare_exchange_weak_explicit(&ca->fail_countdown, &c, c - 1, memory_order_relaxed,
+                                              memory_order_relaxed)) {
       if (c == 1) {
         atomic_fetch_add_explicit(&ca->failed, 1, memory_order_relaxed);
         return NULL;
@@ -122,7 +122,8 @@ static void count_free(void *self, void *p, size_t size, size_t align) {
 weft_status weft_counting_allocator_create(weft_counting_allocator **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = calloc(1, sizeof(**out));
-  if (!*out) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(**out), "counting allocator");
+  if (!*out)
+    return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(**out), "counting allocator");
   return NULL;
 }
 

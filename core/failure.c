@@ -53,9 +53,8 @@ void weft_failure_skipped(weft_failure *f, const weft_skip_record *rec) {
 }
 
 int weft_failure_buffer_name(char *buf, size_t cap, uint64_t buffer) {
-  /* The slot index names a live buffer; the generation tells reuses apart. */
-  return snprintf(buf, cap, "buffer #%" PRIu32 " (generation %" PRIu32 ")", (uint32_t)buffer,
-                  (uint32_t)(buffer >> 32));
+  /* The slot index names a live buffer uniquely. */
+  return snprintf(buf, cap, "buffer #%" PRIu32, (uint32_t)buffer);
 }
 
 static bool produced(const weft_skip_record *r, uint64_t buffer) {
@@ -65,8 +64,8 @@ static bool produced(const weft_skip_record *r, uint64_t buffer) {
 }
 
 weft_status weft_failure_report(weft_failure *f, uint64_t buffer) {
-  char hops[WEFT_SKIP_KEEP + 1][192];
-  const char *chain[WEFT_SKIP_KEEP + 1];
+  char hops[WEFT_SKIP_KEEP + 2][192];
+  const char *chain[WEFT_SKIP_KEEP + 2];
   size_t n = 0;
   lock(f);
   uint64_t target = buffer;
@@ -91,6 +90,12 @@ weft_status weft_failure_report(weft_failure *f, uint64_t buffer) {
     n++;
     target = hit->needed;
     upper = i;
+  }
+  if (f->origin_kernel) {
+    snprintf(hops[n], sizeof(hops[n]), "failed: kernel '%s' (launch %" PRIu64 ")", f->origin_kernel,
+             f->origin_launch);
+    chain[n] = hops[n];
+    n++;
   }
   if (n > 0 && f->skipped_total > f->nskips) {
     snprintf(hops[n], sizeof(hops[n]), "%" PRIu64 " older skip records were dropped",

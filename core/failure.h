@@ -37,8 +37,10 @@ typedef struct weft_failure {
   _Atomic uint32_t carriers; /* buffers whose execution view it claims */
   uint64_t id;               /* #id: non-zero, increasing, never reused */
   weft_status root;          /* owned */
-  ck_spinlock_fas_t lock;    /* guards the skip records */
-  uint32_t nskips, first;    /* ring of the newest WEFT_SKIP_KEEP */
+  const char *origin_kernel; /* the launch that failed, if one did (the last hop) */
+  uint64_t origin_launch;
+  ck_spinlock_fas_t lock; /* guards the skip records */
+  uint32_t nskips, first; /* ring of the newest WEFT_SKIP_KEEP */
   uint64_t skipped_total;
   weft_skip_record skips[WEFT_SKIP_KEEP];
 } weft_failure;
@@ -50,7 +52,8 @@ void weft_failure_release(weft_failure *f);
 /* Appends a skip record (the oldest is dropped past WEFT_SKIP_KEEP). */
 void weft_failure_skipped(weft_failure *f, const weft_skip_record *rec);
 /* Unwritten{#id, claimed, chain newest hop first, root} for a read of
- * |buffer|: walks the skip records back from the launch that produced it. */
+ * |buffer|: walks the skip records back from the launch that produced it,
+ * and ends with the launch that failed when there is one. */
 weft_status weft_failure_report(weft_failure *f, uint64_t buffer);
 /* Several{...} of the distinct failures in |fs| (first-seen order, each with
  * the first buffer that carries it), or NULL when every entry is NULL. */

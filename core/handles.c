@@ -33,9 +33,8 @@ static weft_handle_slot *slot_make(weft_handles *t, uint32_t idx) {
   for (uint32_t i = 0; i < WEFT_HANDLE_CHUNK; i++) atomic_init(&c[i].gen, t->gen_base & ~1u);
   weft_handle_slot *expected = NULL;
   /* release: the zeroed slots are visible to whoever loads the chunk. */
-  if (!atomic_compare_exchange_strong_explicit(&t->chunks[idx >> WEFT_HANDLE_CHUNK_BITS],
-                                               &expected, c, memory_order_acq_rel,
-                                               memory_order_acquire)) {
+  if (!atomic_compare_exchange_strong_explicit(&t->chunks[idx >> WEFT_HANDLE_CHUNK_BITS], &expected,
+                                               c, memory_order_acq_rel, memory_order_acquire)) {
     weft__free(t->alloc, c, bytes, WEFT_CACHELINE);
   }
   return slot_at(t, idx);

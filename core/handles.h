@@ -18,8 +18,8 @@
 #include <weft/weft.h>
 
 #define WEFT_HANDLE_CHUNK_BITS 10
-#define WEFT_HANDLE_CHUNK (1u << WEFT_HANDLE_CHUNK_BITS)
-#define WEFT_HANDLE_CHUNKS 4096u /* 4M live handles */
+#define WEFT_HANDLE_CHUNK      (1u << WEFT_HANDLE_CHUNK_BITS)
+#define WEFT_HANDLE_CHUNKS     4096u /* 4M live handles */
 
 typedef struct weft_handle_slot {
   _Atomic uint32_t gen;       /* odd: live */

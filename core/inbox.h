@@ -83,8 +83,7 @@ static inline bool weft_inbox_empty(weft_inbox *q) {
  * Spins briefly, then parks. */
 static inline void weft_inbox_wait(weft_inbox *q, _Atomic uint32_t *stop) {
   for (int i = 0; i < 128; i++) {
-    if (!weft_inbox_empty(q) || (stop && atomic_load_explicit(stop, memory_order_acquire)))
-      return;
+    if (!weft_inbox_empty(q) || (stop && atomic_load_explicit(stop, memory_order_acquire))) return;
     weft__cpu_relax();
   }
   uint32_t k = weft__ec_prepare(&q->ec);

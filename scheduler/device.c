@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "streams/cuda_backend.h"
 
 /* ---- commands -------------------------------------------------------------------------- */
 
@@ -115,7 +116,8 @@ static weft_status check_range(uint64_t size, uint64_t offset, uint64_t len, con
   return NULL;
 }
 
-/* ---- buffers (scheduler side) ------------------------------------------------------------------ */
+/* ---- buffers (scheduler side) ------------------------------------------------------------------
+ */
 
 static weft_buf *resolve(weft_device *dev, uint64_t id) {
   weft_handle_slot *s = weft_handles_slot(&dev->buffers, id);
@@ -187,14 +189,15 @@ static void do_release(weft_device *dev, cmd *c) {
   if (b->pending == 0) buf_free(dev, b);
 }
 
-/* ---- streams and batches ------------------------------------------------------------------------ */
+/* ---- streams and batches ------------------------------------------------------------------------
+ */
 
 static void on_task_done(void *ctx, weft_task *t);
 
 static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
   if (!dev->streams[slot]) {
-    weft_status st = weft_stream_host_create(&dev->alloc, slot, on_task_done, dev,
-                                             &dev->streams[slot]);
+    weft_status st =
+        weft_stream_host_create(&dev->alloc, slot, on_task_done, dev, &dev->streams[slot]);
     if (st) {
       *err = st;
       return NULL;
@@ -227,8 +230,10 @@ static void dispatch(weft_device *dev, weft_stream *s, cmd *c) {
   for (uint32_t i = 0; i < c->task.nwaits; i++) flush(dev, c->task.waits[i].stream->slot);
   weft_batch *b = &dev->batches[s->slot];
   c->task.link.next = NULL;
-  if (b->tail) b->tail->link.next = &c->task.link;
-  else b->head = &c->task;
+  if (b->tail)
+    b->tail->link.next = &c->task.link;
+  else
+    b->head = &c->task;
   b->tail = &c->task;
   dev->inflight++;
   if (++b->n >= dev->max_tasks) flush(dev, s->slot);
@@ -270,7 +275,8 @@ static void set_waits(weft_device *dev, cmd *c, const uint64_t *w) {
   }
 }
 
-/* ---- task bodies (run on a stream's worker) ---------------------------------------------------------- */
+/* ---- task bodies (run on a stream's worker)
+ * ---------------------------------------------------------- */
 
 static void *buf_ptr(weft_buf *b, uint64_t offset) {
   return (char *)b->mem.ptr + offset;
@@ -287,12 +293,15 @@ static void run_write(weft_task *t) {
 static void run_read(weft_task *t) {
   cmd *c = (cmd *)t;
   weft_buf *b = c->bufs[0];
-  weft_failure *f = b->allocated ? weft_taint_get(&b->exec, c->offset, c->offset + c->len)
-                                 : b->exec.f;
+  weft_failure *f =
+      b->allocated ? weft_taint_get(&b->exec, c->offset, c->offset + c->len) : b->exec.f;
   weft_status st = NULL;
-  if (f) st = weft_failure_reports(&f, &b->id, 1);
-  else if (!b->allocated) st = not_found(b->id);
-  else if (c->len) memcpy(c->data, buf_ptr(b, c->offset), c->len);
+  if (f)
+    st = weft_failure_reports(&f, &b->id, 1);
+  else if (!b->allocated)
+    st = not_found(b->id);
+  else if (c->len)
+    memcpy(c->data, buf_ptr(b, c->offset), c->len);
   weft__token_complete(c->token, st);
 }
 
@@ -317,7 +326,11 @@ static void taint_outputs(cmd *c, weft_failure *f) {
 
 static void fail_launch(cmd *c, weft_status err) {
   weft_failure *f = mint(c->dev, err);
-  if (f) taint_outputs(c, f);
+  if (f) {
+    f->origin_kernel = c->dev->kernels[c->kernel].name;
+    f->origin_launch = c->launch_no;
+    taint_outputs(c, f);
+  }
   c->failure = f;
   c->result = OUT_FAILED;
 }
@@ -337,12 +350,13 @@ static void run_launch(weft_task *t) {
     weft_buf *b = c->bufs[i];
     const weft_binding *bd = &c->bindings[i];
     weft_failure *f = NULL;
-    if (!b->allocated) f = b->exec.f;
-    else if (bd->access & WEFT_READ) f = weft_taint_get(&b->exec, bd->offset, bd->offset + bd->size);
+    if (!b->allocated)
+      f = b->exec.f;
+    else if (bd->access & WEFT_READ)
+      f = weft_taint_get(&b->exec, bd->offset, bd->offset + bd->size);
     if (!f) continue;
-    weft_skip_record rec = {.kernel = dev->kernels[c->kernel].name,
-                            .launch = c->launch_no,
-                            .needed = b->id};
+    weft_skip_record rec = {
+        .kernel = dev->kernels[c->kernel].name, .launch = c->launch_no, .needed = b->id};
     for (uint32_t j = 0; j < c->nb; j++)
       if (is_write(c->bindings[j].access)) rec.produced[rec.nproduced++] = c->bufs[j]->id;
     weft_failure_skipped(f, &rec);
@@ -391,13 +405,16 @@ static void on_task_done(void *ctx, weft_task *t) {
   cmd_submit(dev, c);
 }
 
-/* ---- scheduler: submissions ------------------------------------------------------------------------- */
+/* ---- scheduler: submissions
+ * ------------------------------------------------------------------------- */
 
 static weft_stream *stream_or_fail(weft_device *dev, cmd *c) {
   weft_status err = NULL;
   weft_stream *s = stream_get(dev, slot_of(dev, c->stream), &err);
-  if (!s && c->token) weft__token_complete(c->token, err);
-  else weft_error_free(err);
+  if (!s && c->token)
+    weft__token_complete(c->token, err);
+  else
+    weft_error_free(err);
   return s;
 }
 
@@ -490,7 +507,8 @@ static void sched_check(weft_device *dev, cmd *c) {
   cmd_free(c);
 }
 
-/* ---- scheduler: completions ------------------------------------------------------------------------------ */
+/* ---- scheduler: completions
+ * ------------------------------------------------------------------------------ */
 
 static void complete_launch(weft_device *dev, cmd *c) {
   for (uint32_t i = 0; i < c->nb; i++) {
@@ -498,13 +516,18 @@ static void complete_launch(weft_device *dev, cmd *c) {
     if (!b) continue;
     if (is_write(c->bindings[i].access)) {
       uint64_t o = c->bindings[i].offset, e = o + c->bindings[i].size;
-      if (c->failure) weft_taint_set(&b->known, o, e, c->failure, false);
-      else if (c->result == OUT_RUN) weft_taint_written(&b->known, o, e, false);
+      if (c->failure)
+        weft_taint_set(&b->known, o, e, c->failure, false);
+      else if (c->result == OUT_RUN)
+        weft_taint_written(&b->known, o, e, false);
     }
   }
-  if (c->result == OUT_RUN) dev->stats.launches_run++;
-  else if (c->result == OUT_SKIPPED) dev->stats.launches_skipped++;
-  else dev->stats.launches_failed++;
+  if (c->result == OUT_RUN)
+    dev->stats.launches_run++;
+  else if (c->result == OUT_SKIPPED)
+    dev->stats.launches_skipped++;
+  else
+    dev->stats.launches_failed++;
   weft_failure_release(c->failure);
   for (uint32_t i = 0; i < c->nb; i++)
     if (c->bufs[i]) buf_unpin(dev, c->bufs[i]);
@@ -592,7 +615,8 @@ static void *scheduler_main(void *arg) {
   return NULL;
 }
 
-/* ---- device ------------------------------------------------------------------------------------ */
+/* ---- device ------------------------------------------------------------------------------------
+ */
 
 const char *weft_version(void) {
   return "0.1.0";
@@ -622,9 +646,6 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
   out->struct_size = sizeof(*out);
   if (out->backend != WEFT_BACKEND_HOST && out->backend != WEFT_BACKEND_CUDA)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)out->backend);
-  if (out->backend == WEFT_BACKEND_CUDA)
-    return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,
-                           "this build of weft has no CUDA backend; use WEFT_BACKEND_HOST");
   if (out->max_streams == 0 || out->max_streams > WEFT_MAX_STREAMS)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "max_streams is %u; it must be 1..%u",
                            out->max_streams, WEFT_MAX_STREAMS);
@@ -646,6 +667,18 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   weft_device_options o;
   weft_status st = validate_options(opts, &o);
   if (st) return st;
+  if (o.backend == WEFT_BACKEND_CUDA) {
+    /* The driver is probed so the caller learns what is missing (no driver,
+     * the toolkit stub, no device); execution on CUDA streams is not part of
+     * this version, so even a working driver is refused with that reason. */
+    char name[256];
+    st = weft_cuda_probe(o.ordinal, name, sizeof(name));
+    if (st) return st;
+    return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,
+                           "CUDA device %d (%s) found, but this version of weft executes on the "
+                           "host backend only",
+                           o.ordinal, name);
+  }
   weft_allocator alloc = o.allocator ? *o.allocator : weft_allocator_default();
   weft_device *dev = weft__calloc(&alloc, sizeof(*dev), WEFT_CACHELINE);
   if (!dev) return oom(sizeof(*dev), "the device");
@@ -716,7 +749,8 @@ void weft_device_close(weft_device *dev) {
   weft__free(&alloc, dev, sizeof(*dev), WEFT_CACHELINE);
 }
 
-/* ---- public calls ------------------------------------------------------------------------------ */
+/* ---- public calls ------------------------------------------------------------------------------
+ */
 
 static _Atomic uint64_t thread_streams = 0;
 static _Thread_local uint64_t this_thread_stream = 0;
@@ -823,8 +857,8 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   return weft__token_wait(&tok);
 }
 
-weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn,
-                             void *user, weft_kernel *out) {
+weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn, void *user,
+                             weft_kernel *out) {
   if (out) out->id = 0;
   weft_status st = check_device(dev);
   if (st) return st;
@@ -884,7 +918,8 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
   if (scalar_bytes > WEFT_MAX_SCALAR_BYTES)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%zu scalar bytes; at most %u per launch",
                            scalar_bytes, WEFT_MAX_SCALAR_BYTES);
-  if (scalar_bytes && !scalars) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
+  if (scalar_bytes && !scalars)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
   size_t nb = num_bindings;
   size_t extra = align8(sizeof(weft_binding) * nb) + align8(sizeof(weft_buf *) * nb) +
                  align8(sizeof(weft_stream_wait) * dev->max_streams) + scalar_bytes;

@@ -47,7 +47,7 @@ struct weft_stream {
   uint32_t slot;
   uint64_t submitted; /* scheduler-owned: the last sequence number handed out */
   _Atomic uint64_t completed;
-  weft_eventcount done_ec; /* cross-stream waiters park here */
+  weft_eventcount done_ec;        /* cross-stream waiters park here */
   _Atomic uint64_t waits_blocked; /* waits that found the origin not yet done */
   weft_inbox inbox;
   _Atomic uint32_t stop;

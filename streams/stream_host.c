@@ -35,7 +35,8 @@ static void *worker(void *arg) {
     while (e) {
       ck_stack_entry_t *next = e->next;
       weft_task *t = WEFT_TASK_OF(e);
-      for (uint32_t i = 0; i < t->nwaits; i++) weft_stream_wait_for(t->waits[i].stream, t->waits[i].seq);
+      for (uint32_t i = 0; i < t->nwaits; i++)
+        weft_stream_wait_for(t->waits[i].stream, t->waits[i].seq);
       uint64_t seq = t->seq; /* the task belongs to the scheduler after on_done */
       t->run(t);
       s->on_done(s->ctx, t);

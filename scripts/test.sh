@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything and runs the whole test suite.
+# WEFT_SANITIZE=address,undefined (or thread) selects a sanitizer build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+SAN=${WEFT_SANITIZE:-}
+BUILD=${WEFT_BUILD_DIR:-build${SAN:+-${SAN//,/-}}}
+CC_ARG=()
+if [ "$SAN" = "thread" ]; then CC_ARG=(-DCMAKE_C_COMPILER=clang); fi
+cmake -S . -B "$BUILD" -G Ninja -DWEFT_SANITIZE="$SAN" "${CC_ARG[@]}" >/dev/null
+cmake --build "$BUILD"
+cd "$BUILD"
+if [ "$SAN" = "thread" ]; then
+  # Criterion cannot run under TSan: only the plain-main stress programs.
+  ctest --output-on-failure -j2 -R '^stress_'
+else
+  ctest --output-on-failure -j2
+fi
