@@ -47,8 +47,8 @@ static const struct kind_info {
   unsigned flags;
 } kinds[WEFT_ERROR_KIND_COUNT] = {
     [WEFT_OK] = {"Ok", "no error", "", 0},
-    [WEFT_ERR_BUFFER_TOO_BIG] = {"BufferTooBig", "buffer of ",
-                                 " bytes exceeds the max available", KIND_SIZE},
+    [WEFT_ERR_BUFFER_TOO_BIG] = {"BufferTooBig", "buffer of ", " bytes exceeds the max available",
+                                 KIND_SIZE},
     [WEFT_ERR_OUT_OF_MEMORY] = {"OutOfMemory",
                                 "the device had no memory left for an allocation of ", " bytes",
                                 KIND_SIZE},
@@ -87,8 +87,8 @@ static const struct kind_info {
                                             "offers",
                                             "", 0},
     [WEFT_ERR_TORN_DOWN] = {"TornDown", "a write scope never finished", "", KIND_PAYLOAD_FREE},
-    [WEFT_ERR_SKIPPED] = {"Skipped", "the work did not run because an input carried a failure",
-                          "", KIND_PAYLOAD_FREE},
+    [WEFT_ERR_SKIPPED] = {"Skipped", "the work did not run because an input carried a failure", "",
+                          KIND_PAYLOAD_FREE},
     [WEFT_ERR_UNWRITTEN] = {"Unwritten", "", "", 0}, /* formatted by format_into */
     [WEFT_ERR_SEVERAL] = {"Several", "", "", 0},     /* formatted by format_into */
 };

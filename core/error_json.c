@@ -73,13 +73,27 @@ static void jb_string(jbuf *b, const char *s) {
     const char *esc = NULL;
     char hex[8];
     switch (c) {
-    case '"': esc = "\\\""; break;
-    case '\\': esc = "\\\\"; break;
-    case '\b': esc = "\\b"; break;
-    case '\f': esc = "\\f"; break;
-    case '\n': esc = "\\n"; break;
-    case '\r': esc = "\\r"; break;
-    case '\t': esc = "\\t"; break;
+    case '"':
+      esc = "\\\"";
+      break;
+    case '\\':
+      esc = "\\\\";
+      break;
+    case '\b':
+      esc = "\\b";
+      break;
+    case '\f':
+      esc = "\\f";
+      break;
+    case '\n':
+      esc = "\\n";
+      break;
+    case '\r':
+      esc = "\\r";
+      break;
+    case '\t':
+      esc = "\\t";
+      break;
     default:
       if (c < 0x20) {
         snprintf(hex, sizeof(hex), "\\u%04x", (unsigned)c);
@@ -279,14 +293,30 @@ static bool parse_string(parser *p, char **out) {
     p->pos++;
     char e = p->s[p->pos++];
     switch (e) {
-    case '"': jb_put_n(&b, "\"", 1); break;
-    case '\\': jb_put_n(&b, "\\", 1); break;
-    case '/': jb_put_n(&b, "/", 1); break;
-    case 'b': jb_put_n(&b, "\b", 1); break;
-    case 'f': jb_put_n(&b, "\f", 1); break;
-    case 'n': jb_put_n(&b, "\n", 1); break;
-    case 'r': jb_put_n(&b, "\r", 1); break;
-    case 't': jb_put_n(&b, "\t", 1); break;
+    case '"':
+      jb_put_n(&b, "\"", 1);
+      break;
+    case '\\':
+      jb_put_n(&b, "\\", 1);
+      break;
+    case '/':
+      jb_put_n(&b, "/", 1);
+      break;
+    case 'b':
+      jb_put_n(&b, "\b", 1);
+      break;
+    case 'f':
+      jb_put_n(&b, "\f", 1);
+      break;
+    case 'n':
+      jb_put_n(&b, "\n", 1);
+      break;
+    case 'r':
+      jb_put_n(&b, "\r", 1);
+      break;
+    case 't':
+      jb_put_n(&b, "\t", 1);
+      break;
     case 'u': {
       unsigned cp, lo;
       if (!hex4(p, &cp)) {
@@ -455,9 +485,9 @@ static const struct field {
   const char *name;
   unsigned bit;
 } fields[] = {
-    {"kind", F_KIND},       {"size", F_SIZE},         {"message", F_MESSAGE},
-    {"source", F_SOURCE},   {"errors", F_ERRORS},     {"failure_id", F_FAILURE_ID},
-    {"claimed", F_CLAIMED}, {"chain", F_CHAIN},       {"root", F_ROOT},
+    {"kind", F_KIND},       {"size", F_SIZE},     {"message", F_MESSAGE},
+    {"source", F_SOURCE},   {"errors", F_ERRORS}, {"failure_id", F_FAILURE_ID},
+    {"claimed", F_CLAIMED}, {"chain", F_CHAIN},   {"root", F_ROOT},
 };
 
 /* The members |kind| must have and those it may have. */

@@ -1,6 +1,9 @@
 /* The error model: kinds and names, construction and accessors, Several and
  * Unwritten, formatting, backtraces, predicates, clone, static errors.
  * JSON is in test_error_json.c. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* fork, setrlimit, sysconf */
+#endif
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
@@ -115,8 +118,8 @@ static weft_status make_full(weft_error_kind k) {
     return weft_error_wrap(k, 0, weft_error_make(WEFT_ERR_UNKNOWN, "trap"), "illegal address");
   case WEFT_ERR_UNWRITTEN: {
     const char *chain[] = {"skipped k2: it needed memory 5", "skipped k1: it needed memory 3"};
-    return weft_error_unwritten(7, 2, weft_error_make(WEFT_ERR_LAUNCH_COMPILATION, "bad ptx"), chain,
-                                2);
+    return weft_error_unwritten(7, 2, weft_error_make(WEFT_ERR_LAUNCH_COMPILATION, "bad ptx"),
+                                chain, 2);
   }
   case WEFT_ERR_SEVERAL: {
     weft_status items[] = {weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, 64, "pool"),
@@ -124,8 +127,7 @@ static weft_status make_full(weft_error_kind k) {
     return weft_error_several(items, 2);
   }
   default:
-    if (has_size(k))
-      return weft_error_make_sized(k, 1000 + (uint64_t)k, "message of %s", names[k]);
+    if (has_size(k)) return weft_error_make_sized(k, 1000 + (uint64_t)k, "message of %s", names[k]);
     return weft_error_make(k, "message of %s", names[k]);
   }
 }
@@ -154,8 +156,8 @@ Test(error_kind, from_name_finds_every_kind) {
 }
 
 Test(error_kind, from_name_rejects_what_is_not_an_exact_name) {
-  const char *bad[] = {"",        "Invalid",      "outOfMemory", "OUTOFMEMORY", "OutOfMemory ",
-                       " Several", "Out Of Memory", "ok",         "WEFT_OK",     "Several\n"};
+  const char *bad[] = {"",         "Invalid",       "outOfMemory", "OUTOFMEMORY", "OutOfMemory ",
+                       " Several", "Out Of Memory", "ok",          "WEFT_OK",     "Several\n"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     weft_error_kind out = WEFT_ERR_GENERIC;
     cr_assert_not(weft_error_kind_from_name(bad[i], &out), "'%s'", bad[i]);
@@ -338,8 +340,8 @@ Test(error_accessors, every_kind_answers_each_accessor_for_its_fields_only) {
     cr_assert_eq(weft_error_kind_of(st), k, "%s", names[k]);
     /* size */
     uint64_t want_size = k == WEFT_ERR_STORAGE_MAPPING_FAILED ? 8192
-                         : has_size(k)                       ? 1000 + (uint64_t)k
-                                                             : 0;
+                         : has_size(k)                        ? 1000 + (uint64_t)k
+                                                              : 0;
     cr_assert_eq(weft_error_size(st), want_size, "%s", names[k]);
     /* message */
     char want[64];
@@ -398,8 +400,8 @@ Test(error_several, count_and_at_follow_the_given_order) {
 }
 
 Test(error_several, null_entries_are_skipped) {
-  weft_status items[] = {NULL, weft_error_make(WEFT_ERR_VALIDATION, "a"), NULL, NULL,
-                         weft_error_make(WEFT_ERR_GENERIC, "b"), NULL};
+  weft_status items[] = {NULL, weft_error_make(WEFT_ERR_VALIDATION, "a"), NULL,
+                         NULL, weft_error_make(WEFT_ERR_GENERIC, "b"),    NULL};
   weft_status st = weft_error_several(items, 6);
   cr_assert_eq(weft_error_count(st), 2);
   cr_assert_eq(weft_error_kind_of(weft_error_at(st, 0)), WEFT_ERR_VALIDATION);
@@ -899,8 +901,8 @@ Test(error_predicates, several_is_a_refusal_only_when_non_empty_and_all_refuse) 
   cr_assert_not(weft_error_is_refusal(st), "an empty Several inside is not a refusal");
   weft_error_free(st);
 
-  weft_status unw = weft_error_unwritten(
-      9, 1, weft_error_several(all + 0, 0), NULL, 0); /* root: an empty Several */
+  weft_status unw = weft_error_unwritten(9, 1, weft_error_several(all + 0, 0), NULL,
+                                         0); /* root: an empty Several */
   cr_assert_not(weft_error_is_refusal(unw));
   weft_error_free(unw);
   ASSERT_NO_LEAKS();
@@ -909,8 +911,8 @@ Test(error_predicates, several_is_a_refusal_only_when_non_empty_and_all_refuse) 
 Test(error_predicates, poison_is_found_anywhere_in_the_tree) {
   /* Several[Generic, Unwritten{root: StorageMappingFailed{source: Generic{source: poisoned}}}] */
   weft_status deep = weft_error_wrap(
-      WEFT_ERR_STORAGE_MAPPING_FAILED, 8, weft_error_wrap(WEFT_ERR_GENERIC, 0,
-                                         weft_error_make(WEFT_ERR_DEVICE_POISONED, "ecc"), NULL),
+      WEFT_ERR_STORAGE_MAPPING_FAILED, 8,
+      weft_error_wrap(WEFT_ERR_GENERIC, 0, weft_error_make(WEFT_ERR_DEVICE_POISONED, "ecc"), NULL),
       NULL);
   weft_status items[] = {weft_error_make(WEFT_ERR_GENERIC, NULL),
                          weft_error_unwritten(1, 1, deep, NULL, 0)};
@@ -920,8 +922,9 @@ Test(error_predicates, poison_is_found_anywhere_in_the_tree) {
   cr_assert_not(weft_error_may_succeed_after_reclaim(st));
   weft_error_free(st);
 
-  weft_status clean[] = {weft_error_make(WEFT_ERR_GENERIC, NULL),
-                         weft_error_unwritten(1, 1, weft_error_make(WEFT_ERR_UNKNOWN, NULL), NULL, 0)};
+  weft_status clean[] = {
+      weft_error_make(WEFT_ERR_GENERIC, NULL),
+      weft_error_unwritten(1, 1, weft_error_make(WEFT_ERR_UNKNOWN, NULL), NULL, 0)};
   st = weft_error_several(clean, 2);
   cr_assert_not(weft_error_is_device_poisoned(st));
   weft_error_free(st);
@@ -985,7 +988,8 @@ Test(error_clone, keeps_message_presence_and_nested_structure) {
   weft_error_free(c);
   weft_error_free(none);
 
-  weft_status inner[] = {weft_error_make(WEFT_ERR_LAUNCH_COMPILATION, "a"), weft__error_torn_down()};
+  weft_status inner[] = {weft_error_make(WEFT_ERR_LAUNCH_COMPILATION, "a"),
+                         weft__error_torn_down()};
   weft_status items[] = {weft_error_several(inner, 2), weft_error_make(WEFT_ERR_GENERIC, "b")};
   weft_status st = weft_error_several(items, 2);
   c = weft_error_clone(st);
@@ -1112,7 +1116,8 @@ Test(error_make, assemble_builds_from_owned_parts_and_frees_what_the_kind_lacks)
 
   weft__error_parts bad = {.kind = WEFT_OK, .source = weft_error_make(WEFT_ERR_GENERIC, NULL)};
   cr_assert_null(weft__error_assemble(&bad, true), "no error for WEFT_OK; parts freed");
-  weft__error_parts td = {.kind = WEFT_ERR_TORN_DOWN, .source = weft_error_make(WEFT_ERR_GENERIC, NULL)};
+  weft__error_parts td = {.kind = WEFT_ERR_TORN_DOWN,
+                          .source = weft_error_make(WEFT_ERR_GENERIC, NULL)};
   cr_assert_eq(weft__error_assemble(&td, true), weft__error_torn_down());
   cr_assert_null(weft__error_assemble(NULL, true));
   ASSERT_NO_LEAKS();
