@@ -62,6 +62,13 @@ void wb_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretur
 /* Exits with status 1 when a pthread call returned |rc| != 0. */
 void wb_check_pthread(int rc, const char *what);
 
+/* Runs |body| on |nthreads| new threads (1..64) released together from a
+ * barrier; thread |idx| performs |count| of the |total| operations (split as
+ * evenly as possible). Returns the nanoseconds from the first thread's start
+ * to the last thread's end (thread creation and join are not counted). */
+uint64_t wb_run_threads(unsigned nthreads, uint64_t total,
+                        void (*body)(void *state, unsigned idx, uint64_t count), void *state);
+
 /* Runs the program: parses |argv|, runs the selected benchmarks and prints
  * the report. Returns the process exit status (0, 1 on a failed write of the
  * report, 2 on bad command-line input). */

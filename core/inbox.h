@@ -33,7 +33,8 @@ static inline void weft_inbox_init(weft_inbox *q) {
 
 /* Any thread. Publishes the entry (and what it points to) to the consumer. */
 static inline void weft_inbox_push(weft_inbox *q, ck_stack_entry_t *e) {
-  WEFT_TSAN_RELEASE(e);
+  /* TSan cannot see ck's CAS: the queue object stands for the hand-off. */
+  WEFT_TSAN_RELEASE(q);
   ck_stack_push_upmc(&q->stack, e);
   weft__ec_notify(&q->ec);
 }
@@ -47,7 +48,6 @@ static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
   while (e) {
     ck_stack_entry_t *n = e->next;
     e->next = prev;
-    WEFT_TSAN_RELEASE(e);
     prev = e;
     if (e == last) break;
     e = n;
@@ -55,6 +55,8 @@ static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
   ck_stack_entry_t *head = ck_pr_load_ptr(&q->stack.head);
   for (;;) {
     first->next = head;
+    ck_pr_fence_store();
+    WEFT_TSAN_RELEASE(q);
     if (ck_pr_cas_ptr_value(&q->stack.head, head, last, &head)) break;
     ck_pr_stall();
   }
@@ -65,9 +67,9 @@ static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
 static inline ck_stack_entry_t *weft_inbox_take(weft_inbox *q) {
   if (ck_pr_load_ptr(&q->stack.head) == NULL) return NULL;
   ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&q->stack), *prev = NULL;
+  WEFT_TSAN_ACQUIRE(q);
   while (e) {
     ck_stack_entry_t *n = e->next;
-    WEFT_TSAN_ACQUIRE(e);
     e->next = prev;
     prev = e;
     e = n;

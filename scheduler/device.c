@@ -419,6 +419,7 @@ static weft_stream *stream_or_fail(weft_device *dev, cmd *c) {
 }
 
 static void sched_launch(weft_device *dev, cmd *c) {
+  dev->stats.launches++;
   weft_status err = NULL;
   weft_stream *s = stream_get(dev, slot_of(dev, c->stream), &err);
   if (!s) {
@@ -569,6 +570,7 @@ static void process(weft_device *dev, cmd *c) {
     cmd_free(c);
     break;
   case CMD_LAUNCH:
+    dev->stats.launches++; /* accepted: counted whatever its outcome */
     sched_launch(dev, c);
     break;
   case CMD_WRITE:
