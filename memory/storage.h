@@ -27,6 +27,9 @@ typedef struct weft_storage_vtable {
   void (*flush)(weft_storage *s);
   /* Resolves a handle to its address; StorageHandleNotFound if it is gone. */
   weft_status (*get)(weft_storage *s, const weft_storage_handle *h, void **out);
+  /* Copies |len| bytes between two allocations (relocation). */
+  weft_status (*copy)(weft_storage *s, const weft_storage_handle *src, uint64_t src_off,
+                      const weft_storage_handle *dst, uint64_t dst_off, uint64_t len);
   uint64_t (*alignment)(const weft_storage *s);
   uint64_t (*bytes_allocated)(const weft_storage *s);
   void (*destroy)(weft_storage *s);
@@ -49,6 +52,28 @@ static inline weft_status weft_storage_alloc(weft_storage *s, uint64_t size,
 static inline void weft_storage_dealloc(weft_storage *s, weft_storage_handle *h) {
   s->vt->dealloc(s, h);
 }
+static inline weft_status weft_storage_get(weft_storage *s, const weft_storage_handle *h,
+                                           void **out) {
+  return s->vt->get(s, h, out);
+}
+static inline void weft_storage_flush(weft_storage *s) {
+  s->vt->flush(s);
+}
+static inline uint64_t weft_storage_alignment(const weft_storage *s) {
+  return s->vt->alignment(s);
+}
+static inline uint64_t weft_storage_bytes_allocated(const weft_storage *s) {
+  return s->vt->bytes_allocated(s);
+}
+static inline weft_status weft_storage_copy(weft_storage *s, const weft_storage_handle *src,
+                                            uint64_t src_off, const weft_storage_handle *dst,
+                                            uint64_t dst_off, uint64_t len) {
+  return s->vt->copy(s, src, src_off, dst, dst_off, len);
+}
+/* Failpoint: the |n|th allocation from now (1-based) fails with |kind|; 0 disarms. */
+void weft_storage_host_fail_at(weft_storage *s, uint64_t n, weft_error_kind kind);
+/* The number of alloc calls this storage has served or refused. */
+uint64_t weft_storage_host_alloc_calls(const weft_storage *s);
 static inline void weft_storage_destroy(weft_storage *s) {
   if (s) s->vt->destroy(s);
 }

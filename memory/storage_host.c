@@ -3,6 +3,7 @@
  * testable without a GPU. Deallocation is immediate: host memory has no
  * in-flight device work once the scheduler frees it. */
 #include <inttypes.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "memory/storage.h"
@@ -13,6 +14,8 @@ typedef struct host_storage {
   weft_storage base;
   const weft_allocator *alloc;
   uint64_t capacity, allocated, next_id;
+  uint64_t calls, fail_at; /* failpoint: the fail_at-th call fails (0: never) */
+  weft_error_kind fail_kind;
 } host_storage;
 
 static uint64_t padded(uint64_t size) {
@@ -22,6 +25,9 @@ static uint64_t padded(uint64_t size) {
 static weft_status host_alloc(weft_storage *s, uint64_t size, weft_storage_handle *out) {
   host_storage *h = (host_storage *)s;
   uint64_t bytes = padded(size ? size : 1);
+  if (++h->calls == h->fail_at)
+    return weft_error_make_sized(h->fail_kind, size, "failpoint: storage allocation %" PRIu64,
+                                 h->calls);
   if (h->capacity && bytes > h->capacity)
     return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, size,
                                  "the host device holds at most %" PRIu64 " bytes", h->capacity);
@@ -62,6 +68,30 @@ static weft_status host_get(weft_storage *s, const weft_storage_handle *sh, void
   return NULL;
 }
 
+static weft_status host_copy(weft_storage *s, const weft_storage_handle *src, uint64_t src_off,
+                             const weft_storage_handle *dst, uint64_t dst_off, uint64_t len) {
+  void *a = NULL, *b = NULL;
+  weft_status st = host_get(s, src, &a);
+  if (!st) st = host_get(s, dst, &b);
+  if (st) return st;
+  if (src_off > src->size || len > src->size - src_off || dst_off > dst->size ||
+      len > dst->size - dst_off)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "storage copy of %" PRIu64 " bytes out of range", len);
+  memmove((char *)b + dst_off, (const char *)a + src_off, len);
+  return NULL;
+}
+
+void weft_storage_host_fail_at(weft_storage *s, uint64_t n, weft_error_kind kind) {
+  host_storage *h = (host_storage *)s;
+  h->fail_at = n ? h->calls + n : 0;
+  h->fail_kind = kind;
+}
+
+uint64_t weft_storage_host_alloc_calls(const weft_storage *s) {
+  return ((const host_storage *)s)->calls;
+}
+
 static uint64_t host_alignment(const weft_storage *s) {
   (void)s;
   return HOST_ALIGN;
@@ -81,6 +111,7 @@ static const weft_storage_vtable host_vt = {
     .dealloc = host_dealloc,
     .flush = host_flush,
     .get = host_get,
+    .copy = host_copy,
     .alignment = host_alignment,
     .bytes_allocated = host_bytes,
     .destroy = host_destroy,

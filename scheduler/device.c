@@ -20,46 +20,6 @@
 
 /* ---- commands -------------------------------------------------------------------------- */
 
-typedef enum cmd_kind {
-  CMD_CREATE,
-  CMD_WRITE,
-  CMD_LAUNCH,
-  CMD_READ,
-  CMD_RELEASE,
-  CMD_SYNC,
-  CMD_CHECK,
-  CMD_STATS,
-  CMD_SHUTDOWN,
-} cmd_kind;
-
-typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED } outcome;
-
-typedef struct cmd {
-  weft_task task; /* first: the inbox link is the task's */
-  cmd_kind kind;
-  bool completed; /* false: a submission; true: a completion from a worker */
-  size_t bytes;   /* size of this allocation */
-  weft_device *dev;
-  weft_stream_id stream;
-  weft_token *token;
-  uint64_t buffer;            /* CREATE, WRITE, READ, RELEASE */
-  uint64_t offset, len;       /* WRITE, READ; CREATE: len = size */
-  void *data;                 /* WRITE: bytes (inline); READ: destination */
-  uint32_t kernel;            /* LAUNCH: index into the kernel table */
-  uint64_t launch_no;         /* LAUNCH: 1-based number on the device */
-  uint32_t grid[3], block[3]; /* LAUNCH */
-  uint32_t nb;                /* LAUNCH: bindings; CHECK: handles */
-  weft_binding *bindings;     /* LAUNCH (sizes resolved) */
-  uint64_t *handles;          /* CHECK */
-  weft_buf **bufs;            /* LAUNCH, READ, WRITE: resolved buffers */
-  const void *scalars;
-  size_t scalar_bytes;
-  weft_device_stats *stats_out; /* STATS */
-  weft_status preset;           /* LAUNCH: resolution error, owned */
-  outcome result;
-  weft_failure *failure; /* the failure it failed with or propagated (a reference) */
-} cmd;
-
 static size_t align8(size_t n) {
   return (n + 7u) & ~(size_t)7u;
 }
@@ -94,6 +54,16 @@ static weft_status check_device(weft_device *dev) {
   if (atomic_load_explicit(&dev->closing, memory_order_acquire))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closed");
   return NULL;
+}
+
+/* A blocking call made on the device's scheduler thread (from a reclaim
+ * callback) would wait for itself. */
+static weft_status check_blocking(weft_device *dev) {
+  weft_status st = check_device(dev);
+  if (!st && weft__dev_scheduling() == dev)
+    st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                         "a blocking call from the device's own scheduler thread would deadlock");
+  return st;
 }
 
 static weft_status lookup_buffer(weft_device *dev, weft_buffer b, uint64_t *size) {
@@ -135,7 +105,7 @@ static weft_status not_found(uint64_t id) {
 static void buf_free(weft_device *dev, weft_buf *b) {
   weft_taint_clear(&b->exec, true);
   weft_taint_clear(&b->known, false);
-  if (b->allocated) weft_storage_dealloc(dev->storage, &b->mem);
+  if (b->allocated) weft_mm_free(b->mm, &b->mem);
   dev->stats.buffers_live--;
   weft_handles_recycle(&dev->buffers, b->id);
   weft__free(&dev->alloc, b, sizeof(*b) + sizeof(uint64_t) * dev->max_streams, 16);
@@ -144,6 +114,8 @@ static void buf_free(weft_device *dev, weft_buf *b) {
 static void buf_unpin(weft_device *dev, weft_buf *b) {
   if (--b->pending == 0 && b->released) buf_free(dev, b);
 }
+
+static uint32_t slot_of(weft_device *dev, weft_stream_id id);
 
 static weft_failure *mint(weft_device *dev, weft_status root) {
   uint64_t id = atomic_fetch_add_explicit(&dev->failure_ids, 1, memory_order_relaxed) + 1;
@@ -161,9 +133,11 @@ static void do_create(weft_device *dev, cmd *c) {
   b->id = c->buffer;
   b->size = c->len;
   b->last_read = (uint64_t *)(b + 1);
+  weft_mem_init(&b->mem, c->len);
+  b->mem.handle_refs = 1;
   dev->stats.buffers_live++;
   s->obj = b;
-  weft_status st = weft_storage_alloc(dev->storage, c->len ? c->len : 1, &b->mem);
+  weft_status st = weft__dev_reserve(dev, b, slot_of(dev, c->stream));
   if (!st) {
     b->allocated = true;
     return;
@@ -177,15 +151,16 @@ static void do_create(weft_device *dev, cmd *c) {
   weft_failure_release(f);
 }
 
-static void do_release(weft_device *dev, cmd *c) {
-  weft_handle_slot *s = weft_handles_slot(&dev->buffers, c->buffer);
+void weft__dev_release_now(weft_device *dev, uint64_t buffer) {
+  weft_handle_slot *s = weft_handles_slot(&dev->buffers, buffer);
   weft_buf *b = s ? s->obj : NULL;
-  if (!b || b->id != c->buffer) {
+  if (!b || b->id != buffer) {
     /* Its creation ran out of memory: only the handle is left. */
-    weft_handles_recycle(&dev->buffers, c->buffer);
+    weft_handles_recycle(&dev->buffers, buffer);
     return;
   }
   b->released = true;
+  b->mem.handle_refs = 0;
   if (b->pending == 0) buf_free(dev, b);
 }
 
@@ -219,7 +194,7 @@ static void flush(weft_device *dev, uint32_t slot) {
   b->n = 0;
 }
 
-static void flush_all(weft_device *dev) {
+void weft__dev_flush_all(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++) flush(dev, i);
 }
 
@@ -279,13 +254,13 @@ static void set_waits(weft_device *dev, cmd *c, const uint64_t *w) {
  * ---------------------------------------------------------- */
 
 static void *buf_ptr(weft_buf *b, uint64_t offset) {
-  return (char *)b->mem.ptr + offset;
+  return (char *)b->ptr + offset;
 }
 
 static void run_write(weft_task *t) {
   cmd *c = (cmd *)t;
   weft_buf *b = c->bufs[0];
-  if (!b->allocated) return; /* the buffer keeps the reason it has no memory */
+  if (!b->ptr) return; /* the buffer keeps the reason it has no memory */
   memcpy(buf_ptr(b, c->offset), c->data, c->len);
   weft_taint_written(&b->exec, c->offset, c->offset + c->len, true);
 }
@@ -293,12 +268,11 @@ static void run_write(weft_task *t) {
 static void run_read(weft_task *t) {
   cmd *c = (cmd *)t;
   weft_buf *b = c->bufs[0];
-  weft_failure *f =
-      b->allocated ? weft_taint_get(&b->exec, c->offset, c->offset + c->len) : b->exec.f;
+  weft_failure *f = b->ptr ? weft_taint_get(&b->exec, c->offset, c->offset + c->len) : b->exec.f;
   weft_status st = NULL;
   if (f)
     st = weft_failure_reports(&f, &b->id, 1);
-  else if (!b->allocated)
+  else if (!b->ptr)
     st = not_found(b->id);
   else if (c->len)
     memcpy(c->data, buf_ptr(b, c->offset), c->len);
@@ -350,7 +324,7 @@ static void run_launch(weft_task *t) {
     weft_buf *b = c->bufs[i];
     const weft_binding *bd = &c->bindings[i];
     weft_failure *f = NULL;
-    if (!b->allocated)
+    if (!b->ptr)
       f = b->exec.f;
     else if (bd->access & WEFT_READ)
       f = weft_taint_get(&b->exec, bd->offset, bd->offset + bd->size);
@@ -366,13 +340,12 @@ static void run_launch(weft_task *t) {
     c->result = OUT_SKIPPED;
     return;
   }
-  void *ptrs[WEFT_MAX_BINDINGS];
   uint64_t sizes[WEFT_MAX_BINDINGS];
   for (uint32_t i = 0; i < c->nb; i++) {
-    ptrs[i] = buf_ptr(c->bufs[i], c->bindings[i].offset);
+    c->ptrs[i] = buf_ptr(c->bufs[i], c->bindings[i].offset);
     sizes[i] = c->bindings[i].size;
   }
-  weft_kernel_ctx ctx = {.buffers = ptrs,
+  weft_kernel_ctx ctx = {.buffers = c->ptrs,
                          .sizes = sizes,
                          .num_buffers = c->nb,
                          .scalars = c->scalar_bytes ? c->scalars : NULL,
@@ -418,8 +391,29 @@ static weft_stream *stream_or_fail(weft_device *dev, cmd *c) {
   return s;
 }
 
+/* Gives an allocated buffer its address, mapping a lazy (dry-run) page on
+ * first use; a page that cannot be backed leaves the buffer carrying the
+ * StorageMappingFailed error over all its bytes. */
+static void buf_map(weft_device *dev, weft_buf *b) {
+  if (!b->allocated || b->ptr) return;
+  weft_status st = weft_mm_resolve(b->mm, &b->mem, &b->ptr);
+  if (!st) return;
+  b->ptr = NULL;
+  b->allocated = false;
+  weft_failure *f = mint(dev, st);
+  if (!f) return;
+  weft_taint_set(&b->exec, 0, b->size, f, true);
+  weft_taint_set(&b->known, 0, b->size, f, false);
+  weft_failure_release(f);
+}
+
 static void sched_launch(weft_device *dev, cmd *c) {
   dev->stats.launches++;
+  if (dev->dry_depth) { /* measured, not run: resolves no resource */
+    dev->stats.launches_dry++;
+    cmd_free(c);
+    return;
+  }
   weft_status err = NULL;
   weft_stream *s = stream_get(dev, slot_of(dev, c->stream), &err);
   if (!s) {
@@ -447,6 +441,7 @@ static void sched_launch(weft_device *dev, cmd *c) {
       if (!c->preset) c->preset = not_found(c->bindings[i].buffer.id);
       continue;
     }
+    buf_map(dev, b);
     b->pending++;
     order(dev, b, is_write(c->bindings[i].access), s->slot, seq, w);
   }
@@ -462,6 +457,10 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
     cmd_free(c);
     return;
   }
+  if (write && dev->dry_depth) { /* measured, not run: maps nothing */
+    cmd_free(c);
+    return;
+  }
   weft_stream *s = stream_or_fail(dev, c);
   if (!s) {
     cmd_free(c);
@@ -469,6 +468,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   }
   uint64_t w[WEFT_MAX_STREAMS] = {0};
   c->bufs[0] = b;
+  buf_map(dev, b);
   b->pending++;
   order(dev, b, write, s->slot, s->submitted + 1, w);
   set_waits(dev, c, w);
@@ -541,7 +541,7 @@ static void complete(weft_device *dev, cmd *c) {
     complete_launch(dev, c);
     break;
   case CMD_WRITE:
-    if (c->bufs[0]->allocated)
+    if (c->bufs[0]->ptr)
       weft_taint_written(&c->bufs[0]->known, c->offset, c->offset + c->len, false);
     buf_unpin(dev, c->bufs[0]);
     break;
@@ -554,7 +554,7 @@ static void complete(weft_device *dev, cmd *c) {
   cmd_free(c);
 }
 
-static void process(weft_device *dev, cmd *c) {
+void weft__dev_process(weft_device *dev, cmd *c) {
   if (c->completed) {
     complete(dev, c);
     return;
@@ -566,11 +566,10 @@ static void process(weft_device *dev, cmd *c) {
     cmd_free(c);
     break;
   case CMD_RELEASE:
-    do_release(dev, c);
+    weft__dev_release_now(dev, c->buffer);
     cmd_free(c);
     break;
   case CMD_LAUNCH:
-    dev->stats.launches++; /* accepted: counted whatever its outcome */
     sched_launch(dev, c);
     break;
   case CMD_WRITE:
@@ -594,23 +593,38 @@ static void process(weft_device *dev, cmd *c) {
     dev->shutdown = true;
     cmd_free(c);
     break;
+  case CMD_MEMORY:
+    weft__dev_memory_call(dev, c);
+    cmd_free(c);
+    break;
   }
+}
+
+static _Thread_local weft_device *scheduling = NULL;
+
+weft_device *weft__dev_scheduling(void) {
+  return scheduling;
 }
 
 static void *scheduler_main(void *arg) {
   weft_device *dev = arg;
+  scheduling = dev;
   for (;;) {
-    ck_stack_entry_t *e = weft_inbox_take(&dev->inbox);
+    ck_stack_entry_t *e = dev->held_head; /* deferred by a drain: they come first */
+    if (e)
+      dev->held_head = dev->held_tail = NULL;
+    else
+      e = weft_inbox_take(&dev->inbox);
     if (!e) {
       /* Idle: hand every partial batch to its worker before parking. */
-      flush_all(dev);
+      weft__dev_flush_all(dev);
       if (dev->shutdown && dev->inflight == 0) break;
       weft_inbox_wait(&dev->inbox, NULL);
       continue;
     }
     while (e) {
       ck_stack_entry_t *next = e->next;
-      process(dev, (cmd *)WEFT_TASK_OF(e));
+      weft__dev_process(dev, (cmd *)WEFT_TASK_OF(e));
       e = next;
     }
   }
@@ -663,6 +677,43 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
   return NULL;
 }
 
+/* The memory configuration every stream's manager starts from; a custom
+ * layout is copied and validated now, so a bad one fails the open. */
+static weft_status memory_config(weft_device *dev, const weft_device_options *o) {
+  weft_mm_config *cfg = &dev->mm_config;
+  /* A capped host device can hold a buffer as large as its capacity. */
+  cfg->max_page = o->memory_capacity ? o->memory_capacity : (UINT64_C(4) << 30);
+  cfg->device_bytes = o->memory_capacity;
+  if (o->persistent_memory < WEFT_PERSISTENT_ENABLED ||
+      o->persistent_memory > WEFT_PERSISTENT_ENFORCED)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown persistent_memory policy %d",
+                           o->persistent_memory);
+  cfg->persistent = (weft_persistent_policy)o->persistent_memory;
+  cfg->layout = (weft_layout){.kind = WEFT_LAYOUT_SUBSLICES};
+  if (o->memory_layout) {
+    cfg->layout = *o->memory_layout;
+    if (cfg->layout.kind == WEFT_LAYOUT_CUSTOM && cfg->layout.pools && cfg->layout.num_pools &&
+        cfg->layout.num_pools < 255) {
+      size_t bytes = sizeof(weft_pool_config) * cfg->layout.num_pools;
+      dev->layout_pools = weft__alloc(&dev->alloc, bytes, 16);
+      if (!dev->layout_pools) return oom(bytes, "the memory layout");
+      memcpy(dev->layout_pools, cfg->layout.pools, bytes);
+      cfg->layout.pools = dev->layout_pools;
+    } else {
+      cfg->layout.pools = NULL;
+      if (cfg->layout.kind != WEFT_LAYOUT_CUSTOM) cfg->layout.num_pools = 0;
+    }
+  }
+  weft_mm *probe; /* builds no page: validates the layout against this device */
+  weft_status st = weft_mm_create(cfg, dev->storage, &dev->alloc, &probe);
+  if (st) {
+    if (!dev->layout_pools) cfg->layout.num_pools = 0;
+    return st;
+  }
+  weft_mm_destroy(probe);
+  return NULL;
+}
+
 weft_status weft_device_open(const weft_device_options *opts, weft_device **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
@@ -698,11 +749,19 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   if (!dev->kernels || !dev->streams || !dev->batches) st = oom(kbytes, "the device tables");
   if (!st) st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
   if (!st) {
+    dev->mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
+    if (!dev->mms) st = oom(sizeof(weft_mm *) * o.max_streams, "the memory managers");
+  }
+  if (!st) st = memory_config(dev, &o);
+  if (!st) {
     int rc = pthread_create(&dev->thread, NULL, scheduler_main, dev);
     if (rc != 0)
       st = weft_error_make(WEFT_ERR_GENERIC, "cannot start the scheduler thread (error %d)", rc);
   }
   if (st) {
+    weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->layout_pools,
+               sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
     weft_storage_destroy(dev->storage);
     weft__free(&dev->alloc, dev->batches, sizeof(weft_batch) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
@@ -742,6 +801,10 @@ void weft_device_close(weft_device *dev) {
     weft_kernel_entry *k = &dev->kernels[i];
     weft__free(&dev->alloc, k->name, k->name_cap, 1);
   }
+  weft__dev_mm_destroy_all(dev);
+  weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * dev->max_streams, 16);
+  weft__free(&dev->alloc, dev->layout_pools,
+             sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
   weft_storage_destroy(dev->storage);
   weft_allocator alloc = dev->alloc;
   weft__free(&alloc, dev->batches, sizeof(weft_batch) * dev->max_streams, 16);
@@ -794,6 +857,12 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
   weft_status st = check_device(dev);
   if (st) return st;
   if ((st = lookup_buffer(dev, buf, NULL))) return st;
+  if (weft__dev_scheduling() == dev && dev->in_reclaim) {
+    /* From the reclaim callback: takes effect at once, so the retry can use it. */
+    if (!weft_handles_kill(&dev->buffers, buf.id)) return not_found(buf.id);
+    weft__dev_release_now(dev, buf.id);
+    return NULL;
+  }
   cmd *c = cmd_new(dev, CMD_RELEASE, 0);
   if (!c) return oom(sizeof(cmd), "a release command");
   if (!weft_handles_kill(&dev->buffers, buf.id)) { /* another thread released it first */
@@ -835,7 +904,7 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
 
 weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                              uint64_t offset, void *dst, uint64_t len) {
-  weft_status st = check_device(dev);
+  weft_status st = check_blocking(dev);
   if (st) return st;
   uint64_t size;
   if ((st = lookup_buffer(dev, buf, &size))) return st;
@@ -924,7 +993,8 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
   size_t nb = num_bindings;
   size_t extra = align8(sizeof(weft_binding) * nb) + align8(sizeof(weft_buf *) * nb) +
-                 align8(sizeof(weft_stream_wait) * dev->max_streams) + scalar_bytes;
+                 align8(sizeof(void *) * nb) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
+                 scalar_bytes;
   cmd *c = cmd_new(dev, CMD_LAUNCH, extra);
   if (!c) return oom(extra, "a launch command");
   char *p = (char *)c + align8(sizeof(cmd));
@@ -932,6 +1002,8 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
   p += align8(sizeof(weft_binding) * nb);
   c->bufs = (weft_buf **)p;
   p += align8(sizeof(weft_buf *) * nb);
+  c->ptrs = (void **)p;
+  p += align8(sizeof(void *) * nb);
   c->task.waits = (weft_stream_wait *)p;
   p += align8(sizeof(weft_stream_wait) * dev->max_streams);
   for (size_t i = 0; i < nb; i++) {
@@ -968,7 +1040,7 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
 }
 
 weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
-  weft_status st = check_device(dev);
+  weft_status st = check_blocking(dev);
   if (st) return st;
   cmd *c = cmd_new(dev, CMD_SYNC, 0);
   if (!c) return oom(sizeof(cmd), "a sync command");
@@ -981,7 +1053,7 @@ weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
 }
 
 weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
-  weft_status st = check_device(dev);
+  weft_status st = check_blocking(dev);
   if (st) return st;
   if (n && !bufs) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "bufs is NULL");
   if (n > UINT32_MAX) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "too many buffers");
@@ -1002,7 +1074,7 @@ weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
 }
 
 weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
-  weft_status st = check_device(dev);
+  weft_status st = check_blocking(dev);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   cmd *c = cmd_new(dev, CMD_STATS, 0);

@@ -10,8 +10,53 @@
 
 #include "core/failure.h"
 #include "core/handles.h"
-#include "memory/storage.h"
+#include "memory/memory.h"
 #include "streams/stream.h"
+
+typedef struct weft_buf weft_buf;
+
+typedef enum cmd_kind {
+  CMD_CREATE,
+  CMD_WRITE,
+  CMD_LAUNCH,
+  CMD_READ,
+  CMD_RELEASE,
+  CMD_SYNC,
+  CMD_CHECK,
+  CMD_STATS,
+  CMD_SHUTDOWN,
+  CMD_MEMORY, /* a memory call: usage, report, cleanup, install, mode, dry run */
+} cmd_kind;
+
+typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED } outcome;
+
+typedef struct cmd {
+  weft_task task; /* first: the inbox link is the task's */
+  cmd_kind kind;
+  bool completed; /* false: a submission; true: a completion from a worker */
+  size_t bytes;   /* size of this allocation */
+  weft_device *dev;
+  weft_stream_id stream;
+  weft_token *token;
+  uint64_t buffer;            /* CREATE, WRITE, READ, RELEASE */
+  uint64_t offset, len;       /* WRITE, READ; CREATE: len = size */
+  void *data;                 /* WRITE: bytes (inline); READ: destination */
+  uint32_t kernel;            /* LAUNCH: index into the kernel table */
+  uint64_t launch_no;         /* LAUNCH: 1-based number on the device */
+  uint32_t grid[3], block[3]; /* LAUNCH */
+  uint32_t nb;                /* LAUNCH: bindings; CHECK: handles */
+  weft_binding *bindings;     /* LAUNCH (sizes resolved) */
+  void **ptrs;                /* LAUNCH: binding addresses, resolved at dispatch */
+  uint64_t *handles;          /* CHECK */
+  weft_buf **bufs;            /* LAUNCH, READ, WRITE: resolved buffers */
+  const void *scalars;
+  size_t scalar_bytes;
+  weft_device_stats *stats_out; /* STATS */
+  struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
+  weft_status preset;           /* LAUNCH: resolution error, owned */
+  outcome result;
+  weft_failure *failure; /* the failure it failed with or propagated (a reference) */
+} cmd;
 
 typedef struct weft_kernel_entry {
   _Atomic uint32_t ready; /* release: the fields below are set */
@@ -25,7 +70,9 @@ typedef struct weft_kernel_entry {
  * by tasks that bind it, which the wait rules order. */
 typedef struct weft_buf {
   uint64_t id, size;
-  weft_storage_handle mem;
+  weft_mem mem; /* its allocation, in the manager of the stream that created it */
+  weft_mm *mm;  /* that manager */
+  void *ptr;    /* its address while allocated (fixed: relocation needs a quiescent device) */
   bool allocated, released;
   uint32_t pending;    /* dispatched tasks binding it, not yet completed */
   weft_taint exec;     /* execution view (workers) */
@@ -56,11 +103,28 @@ struct weft_device {
   _Atomic uint64_t failure_ids;
   /* ---- scheduler thread only ---- */
   weft_storage *storage;
-  weft_stream **streams; /* [max_streams], created lazily */
-  weft_batch *batches;   /* [max_streams] */
-  uint64_t inflight;     /* tasks dispatched and not yet completed */
+  weft_mm **mms; /* [max_streams]: memory managers, created by the first buffer */
+  weft_mm_config mm_config;
+  weft_pool_config *layout_pools; /* owned copy of a custom layout */
+  uint32_t dry_depth;
+  bool in_reclaim; /* the reclaim callback runs: releases take effect at once */
+  weft_reclaim_fn reclaim;
+  void *reclaim_user;
+  ck_stack_entry_t *held_head, *held_tail; /* commands deferred while draining */
+  weft_stream **streams;                   /* [max_streams], created lazily */
+  weft_batch *batches;                     /* [max_streams] */
+  uint64_t inflight;                       /* tasks dispatched and not yet completed */
   bool shutdown;
   weft_device_stats stats;
 };
+
+/* ---- shared by the scheduler's files (scheduler thread only) ---- */
+weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);
+void weft__dev_memory_call(weft_device *dev, cmd *c);
+void weft__dev_process(weft_device *dev, cmd *c);
+void weft__dev_flush_all(weft_device *dev);
+weft_device *weft__dev_scheduling(void); /* the device whose scheduler is this thread */
+void weft__dev_release_now(weft_device *dev, uint64_t buffer);
+void weft__dev_mm_destroy_all(weft_device *dev);
 
 #endif

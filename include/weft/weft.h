@@ -40,16 +40,16 @@ typedef struct weft_error *weft_status; /* NULL == OK; else owned by caller */
 typedef enum weft_error_kind {
   WEFT_OK = 0,
   /* memory and IO: exactly the kinds of io-error.txt */
-  WEFT_ERR_BUFFER_TOO_BIG,       /* {size}: can never fit */
-  WEFT_ERR_OUT_OF_MEMORY,        /* {size}: not now; reclaim and retry may help */
+  WEFT_ERR_BUFFER_TOO_BIG,        /* {size}: can never fit */
+  WEFT_ERR_OUT_OF_MEMORY,         /* {size}: not now; reclaim and retry may help */
   WEFT_ERR_PAGE_UPDATE_FORBIDDEN, /* {size}: no room and pages may not be added */
-  WEFT_ERR_PAGE_SIZES_EXHAUSTED, /* {size}: too many page sizes held */
+  WEFT_ERR_PAGE_SIZES_EXHAUSTED,  /* {size}: too many page sizes held */
   WEFT_ERR_UNSUPPORTED_STRIDES,
-  WEFT_ERR_NOT_FOUND,              /* {reason}: stale, released or forged handle */
+  WEFT_ERR_NOT_FOUND,                /* {reason}: stale, released or forged handle */
   WEFT_ERR_STORAGE_HANDLE_NOT_FOUND, /* {reason} */
-  WEFT_ERR_STORAGE_MAPPING_FAILED, /* {size, source} */
-  WEFT_ERR_DEVICE_POISONED,        /* {poison reason, optional source} */
-  WEFT_ERR_UNKNOWN,                /* {description} */
+  WEFT_ERR_STORAGE_MAPPING_FAILED,   /* {size, source} */
+  WEFT_ERR_DEVICE_POISONED,          /* {poison reason, optional source} */
+  WEFT_ERR_UNKNOWN,                  /* {description} */
   WEFT_ERR_UNSUPPORTED_IO_OPERATION,
   /* server level */
   WEFT_ERR_INVALID_ARGUMENT, /* API misuse: NULL, bad size/offset, closed device... */
@@ -86,9 +86,8 @@ WEFT_API weft_status weft_error_wrap(weft_error_kind kind, uint64_t size, weft_s
 WEFT_API weft_status weft_error_several(weft_status *errors, size_t n);
 /* Unwritten{failure, claimed, chain, root}: takes ownership of |root|; copies
  * the |chain_len| strings of |chain| (newest hop first). */
-WEFT_API weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed,
-                                          weft_status root, const char *const *chain,
-                                          size_t chain_len);
+WEFT_API weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
+                                          const char *const *chain, size_t chain_len);
 /* A deep copy (backtrace included). NULL for NULL. */
 WEFT_API weft_status weft_error_clone(weft_status st);
 
@@ -106,14 +105,14 @@ WEFT_API size_t weft_error_format(weft_status st, char *buf, size_t cap);
 WEFT_API size_t weft_error_format_backtrace(weft_status st, char *buf, size_t cap);
 /* The message / reason / description (borrowed; "" when none). */
 WEFT_API const char *weft_error_message(weft_status st);
-WEFT_API uint64_t weft_error_size(weft_status st);     /* the size field where the kind has one */
+WEFT_API uint64_t weft_error_size(weft_status st);      /* the size field where the kind has one */
 WEFT_API weft_status weft_error_source(weft_status st); /* borrowed cause, or NULL */
 WEFT_API size_t weft_error_count(weft_status st);       /* Several: how many; else 0 */
 WEFT_API weft_status weft_error_at(weft_status st, size_t i); /* Several: borrowed */
 WEFT_API uint64_t weft_error_failure_id(weft_status st);      /* Unwritten: the #id */
-WEFT_API uint32_t weft_error_claimed(weft_status st); /* Unwritten: buffers carrying it */
-WEFT_API weft_status weft_error_root(weft_status st); /* Unwritten: borrowed root */
-WEFT_API size_t weft_error_chain_length(weft_status st); /* Unwritten: hops, newest first */
+WEFT_API uint32_t weft_error_claimed(weft_status st);         /* Unwritten: buffers carrying it */
+WEFT_API weft_status weft_error_root(weft_status st);         /* Unwritten: borrowed root */
+WEFT_API size_t weft_error_chain_length(weft_status st);      /* Unwritten: hops, newest first */
 WEFT_API const char *weft_error_chain_at(weft_status st, size_t i);
 /* Number of raw frames captured (0 for static fallbacks and parsed errors). */
 WEFT_API size_t weft_error_backtrace_depth(weft_status st);
@@ -179,7 +178,9 @@ typedef struct weft_device_options {
   uint64_t memory_capacity; /* host backend: bytes the device may hold; 0 = no cap */
   const char *failpoints;   /* optional; same syntax as the WEFT_FAILPOINTS variable */
   /* ---- additions (the struct only grows at the end) ---- */
-  const weft_allocator *allocator; /* NULL: weft_allocator_default() */
+  const weft_allocator *allocator;         /* NULL: weft_allocator_default() */
+  const struct weft_layout *memory_layout; /* NULL: SUBSLICES; copied at open */
+  int persistent_memory;                   /* a weft_persistent_policy; default ENABLED */
 } weft_device_options;
 
 typedef struct weft_device weft_device;
@@ -208,9 +209,9 @@ typedef struct {
   weft_access access;
 } weft_binding;
 
-#define WEFT_MAX_BINDINGS 64u          /* bindings per launch */
-#define WEFT_MAX_SCALAR_BYTES 4096u    /* scalar bytes per launch */
-#define WEFT_MAX_BUFFER_SIZE (UINT64_C(1) << 48) /* larger sizes are InvalidArgument */
+#define WEFT_MAX_BINDINGS     64u                 /* bindings per launch */
+#define WEFT_MAX_SCALAR_BYTES 4096u               /* scalar bytes per launch */
+#define WEFT_MAX_BUFFER_SIZE  (UINT64_C(1) << 48) /* larger sizes are InvalidArgument */
 
 /* The calling thread's default stream: distinct for each thread. */
 WEFT_API weft_stream_id weft_stream_current(void);
@@ -259,17 +260,134 @@ WEFT_API weft_status weft_sync(weft_device *dev, weft_stream_id stream);
  * would, Several{...}), or NULL when none is known to carry one. */
 WEFT_API weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n);
 
+/* ---- memory: pools, layouts, modes, reports
+ * --------------------------------------------------------
+ *
+ * Each stream slot has its own memory manager; a buffer lives in the manager
+ * of the stream that created it. Pools and layouts are described in
+ * docs/memory.md. Every memory call is ordered after the commands submitted
+ * before it and blocks until the scheduler has answered. */
+
+typedef enum weft_pool_kind {
+  WEFT_POOL_SLICED = 0,
+  WEFT_POOL_EXCLUSIVE = 1,
+  WEFT_POOL_DIRECT = 2,
+  WEFT_POOL_PERSISTENT = 3, /* one per manager, not in layouts */
+} weft_pool_kind;
+
+#define WEFT_NO_PERIOD  UINT64_MAX /* exclusive: only explicit cleanups free */
+#define WEFT_NO_CEILING UINT64_MAX /* direct: never reclaims on allocation */
+
+typedef struct weft_pool_config {
+  weft_pool_kind kind;
+  uint64_t page_size;      /* sliced */
+  uint64_t max_slice_size; /* sliced; 0: page_size */
+  uint64_t max_pool_size;  /* sliced; 0: uncapped */
+  bool strict;             /* sliced: no near-page acceptance */
+  uint64_t max_alloc_size; /* exclusive */
+  uint64_t dealloc_period; /* exclusive; WEFT_NO_PERIOD */
+  uint64_t reclaim_at;     /* direct; WEFT_NO_CEILING */
+} weft_pool_config;
+
+typedef enum weft_layout_kind {
+  WEFT_LAYOUT_SUBSLICES = 0, /* the default ladder */
+  WEFT_LAYOUT_EXCLUSIVE_PAGES = 1,
+  WEFT_LAYOUT_ADAPTIVE = 2,
+  WEFT_LAYOUT_CUSTOM = 3,
+} weft_layout_kind;
+
+typedef struct weft_layout {
+  weft_layout_kind kind;
+  const weft_pool_config *pools; /* CUSTOM */
+  size_t num_pools;
+} weft_layout;
+
+/* How a reservation may change the pages a stream's memory holds. */
+typedef enum weft_reserve_mode {
+  WEFT_RESERVE_ALLOW = 0,     /* may add and release pages */
+  WEFT_RESERVE_ADD_ONLY = 1,  /* may add pages, releases none */
+  WEFT_RESERVE_FORBIDDEN = 2, /* only room already held: else PageUpdateForbidden */
+} weft_reserve_mode;
+
+/* Allocation windows (weft_memory_mode): a stack; AUTO pops, the innermost decides. */
+typedef enum weft_alloc_mode {
+  WEFT_ALLOC_AUTO = 0,
+  WEFT_ALLOC_PERSISTENT = 1,
+  WEFT_ALLOC_DEDICATED = 2,
+} weft_alloc_mode;
+
+/* Where AUTO allocations may use the persistent pool. */
+typedef enum weft_persistent_policy {
+  WEFT_PERSISTENT_ENABLED = 0, /* persistent only inside windows */
+  WEFT_PERSISTENT_SIZE_MATCH = 1,
+  WEFT_PERSISTENT_DISABLED = 2,
+  WEFT_PERSISTENT_ENFORCED = 3,
+} weft_persistent_policy;
+
+typedef struct weft_memory_usage {
+  uint64_t number_allocs, bytes_in_use, bytes_padding, bytes_reserved;
+} weft_memory_usage;
+
+typedef struct weft_pool_report {
+  weft_pool_kind kind;
+  weft_memory_usage usage;
+  uint64_t pages, pages_peak, pages_unmapped, largest_alloc;
+  uint64_t page_size; /* sliced: its page size; 0 otherwise */
+  bool outdated;      /* an arena pool that serves nothing new */
+} weft_pool_report;
+
+/* Called on the scheduler thread when a reservation on |stream| still fails
+ * after weft's own reclaim steps (drop-queue flushes, releasing free pages of
+ * every stream, relocation), with an error reclaiming may fix; |bytes| is the
+ * request. Inside it, weft_buffer_release takes effect at once (so what it
+ * releases can serve the retry); blocking calls on the device are refused.
+ * Returns the bytes it released (informational). */
+typedef uint64_t (*weft_reclaim_fn)(void *user, weft_stream_id stream, uint64_t bytes);
+
+#define WEFT_MAX_POOL_REPORTS (254u + 64u + 2u)
+
+/* Usage summed over every stream's memory. */
+WEFT_API weft_status weft_memory_usage_get(weft_device *dev, weft_memory_usage *out);
+/* Per-pool reports of |stream|'s memory (routing order, then arena slots,
+ * then the persistent and dedicated pools). |*n| in: capacity of |out|; out:
+ * the number of pools (more than the capacity: only that many written). A
+ * stream that never allocated reports 0 pools (questions create nothing). */
+WEFT_API weft_status weft_memory_report_get(weft_device *dev, weft_stream_id stream,
+                                            weft_pool_report *out, size_t *n);
+/* Waits for in-flight work, flushes the drop queue twice, relocates live
+ * allocations off outdated pages and frees every free page of |stream|'s
+ * memory. */
+WEFT_API weft_status weft_memory_cleanup(weft_device *dev, weft_stream_id stream);
+/* Installs |layout| on |stream|'s memory (refused with Validation while its
+ * pools hold live memory) and makes it the layout of streams created later. */
+WEFT_API weft_status weft_memory_install_layout(weft_device *dev, weft_stream_id stream,
+                                                const weft_layout *layout);
+/* Opens (PERSISTENT, DEDICATED) or closes (AUTO) an allocation window on
+ * |stream|'s memory. */
+WEFT_API weft_status weft_memory_mode(weft_device *dev, weft_stream_id stream,
+                                      weft_alloc_mode mode);
+/* Dry runs nest: while one is open, new pages get identities but no backing
+ * until a read resolves them, and launches and writes are validated and
+ * dropped (measured, not run). weft_memory_report_get then tells the peak. */
+WEFT_API weft_status weft_memory_dry_run(weft_device *dev, bool begin);
+/* Sets (NULL fn: clears) the reclaim callback. */
+WEFT_API weft_status weft_memory_set_reclaim(weft_device *dev, weft_reclaim_fn fn, void *user);
+
 /* ---- statistics ------------------------------------------------------------------------ */
 
 typedef struct weft_device_stats {
-  uint64_t commands;        /* commands the scheduler processed */
-  uint64_t launches;        /* launches accepted */
-  uint64_t launches_run;    /* launches whose kernel ran to success */
-  uint64_t launches_failed; /* launches whose kernel (or argument resolution) failed */
-  uint64_t launches_skipped; /* launches skipped because an input carried a failure */
+  uint64_t commands;           /* commands the scheduler processed */
+  uint64_t launches;           /* launches accepted */
+  uint64_t launches_run;       /* launches whose kernel ran to success */
+  uint64_t launches_failed;    /* launches whose kernel (or argument resolution) failed */
+  uint64_t launches_skipped;   /* launches skipped because an input carried a failure */
+  uint64_t launches_dry;       /* launches measured in a dry run and not run */
   uint64_t cross_stream_waits; /* waits a stream made on another stream's work */
   uint64_t buffers_live;       /* buffers created and not yet freed */
   uint64_t streams_created;    /* pool slots brought to life */
+  uint64_t reclaims;           /* reservations that went through the reclaim ladder */
+  uint64_t reclaims_rescued;   /* ... and succeeded on the retry */
+  uint64_t relocations;        /* allocations moved off outdated pages */
 } weft_device_stats;
 /* A consistent snapshot taken by the scheduler after every command submitted
  * before the call. */

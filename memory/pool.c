@@ -1,0 +1,485 @@
+/* The four pool kinds over one page structure (see pool.h). Placement is
+ * deterministic: pages are scanned in index order, slices in offset order. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "memory/mm_internal.h"
+
+/* ---- small dynamic arrays ---------------------------------------------------------------- */
+
+static bool grow(const weft_allocator *a, void **arr, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap) return true;
+  uint32_t nc = *cap ? *cap * 2 : 4;
+  while (nc < need) nc *= 2;
+  void *n = weft__alloc(a, (size_t)nc * elem, 16);
+  if (!n) return false;
+  if (*arr) {
+    memcpy(n, *arr, (size_t)*cap * elem);
+    weft__free(a, *arr, (size_t)*cap * elem, 16);
+  }
+  *arr = n;
+  *cap = nc;
+  return true;
+}
+
+static weft_status no_meta(void) {
+  return weft_error_make(WEFT_ERR_OUT_OF_MEMORY, "no memory for pool metadata");
+}
+
+/* ---- pages ------------------------------------------------------------------------------- */
+
+bool weft_page_is_free(const weft_page *pg) {
+  for (uint32_t i = 0; i < pg->nslices; i++)
+    if (pg->slices[i].owner) return false;
+  return true;
+}
+
+uint64_t weft_page_live(const weft_page *pg) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < pg->nslices; i++) n += pg->slices[i].owner != NULL;
+  return n;
+}
+
+static bool is_tombstone(const weft_page *pg) {
+  return pg->nslices == 0;
+}
+
+/* Rewrites the location of every owner on page |idx| (after moves). */
+static void renumber_page(weft_pool *p, uint32_t idx) {
+  weft_page *pg = &p->pages[idx];
+  for (uint32_t s = 0; s < pg->nslices; s++) {
+    weft_mem *o = pg->slices[s].owner;
+    if (o) {
+      o->pool = p;
+      o->page = idx;
+      o->slice = s;
+    }
+  }
+}
+
+static void set_owner(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint64_t size,
+                      uint64_t padding) {
+  weft_slice *sl = &p->pages[page].slices[s];
+  sl->owner = m;
+  sl->owner_id = m->id;
+  sl->size = size;
+  sl->padding = padding;
+  m->pool = p;
+  m->page = page;
+  m->slice = s;
+  if (size > p->largest_alloc) p->largest_alloc = size;
+}
+
+/* Appends a page of |size| bytes, mapped now or lazily (dry run), with one
+ * free slice covering it. Returns its index via |*idx|. */
+static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
+  weft_mm *mm = p->mm;
+  uint32_t at = p->npages;
+  if (p->nvacant)
+    at = p->vacant[--p->nvacant];
+  else if (!grow(mm->alloc, (void **)&p->pages, &p->cap, p->npages + 1, sizeof(weft_page)))
+    return no_meta();
+  weft_page pg;
+  memset(&pg, 0, sizeof(pg));
+  pg.size = size;
+  pg.id = ++mm->page_ids;
+  if (!grow(mm->alloc, (void **)&pg.slices, &pg.cap, 1, sizeof(weft_slice))) {
+    if (at != p->npages) p->vacant[p->nvacant++] = at;
+    return no_meta();
+  }
+  if (!mm->dry_run) {
+    weft_status st = weft_storage_alloc(mm->storage, size, &pg.mem);
+    if (st) {
+      weft__free(mm->alloc, pg.slices, (size_t)pg.cap * sizeof(weft_slice), 16);
+      if (at != p->npages) p->vacant[p->nvacant++] = at;
+      return st;
+    }
+    pg.mapped = true;
+  }
+  pg.nslices = 1;
+  pg.slices[0] = (weft_slice){.offset = 0, .size = size, .padding = 0, .owner = NULL};
+  p->pages[at] = pg;
+  if (at == p->npages) p->npages++;
+  uint64_t live = p->npages - p->nvacant;
+  if (live > p->pages_peak) p->pages_peak = live;
+  *idx = at;
+  return NULL;
+}
+
+static void free_page_storage(weft_pool *p, weft_page *pg) {
+  if (pg->mapped) weft_storage_dealloc(p->mm->storage, &pg->mem);
+  weft__free(p->mm->alloc, pg->slices, (size_t)pg->cap * sizeof(weft_slice), 16);
+  memset(pg, 0, sizeof(*pg));
+}
+
+void weft_pool_release_page(weft_pool *p, uint32_t idx) {
+  free_page_storage(p, &p->pages[idx]);
+  if (p->cfg.kind == WEFT_POOL_DIRECT) {
+    /* A tombstone: the indices of live pages never move. */
+    if (grow(p->mm->alloc, (void **)&p->vacant, &p->vacant_cap, p->nvacant + 1, sizeof(uint32_t)))
+      p->vacant[p->nvacant++] = idx;
+    return;
+  }
+  memmove(&p->pages[idx], &p->pages[idx + 1], (size_t)(p->npages - idx - 1) * sizeof(weft_page));
+  p->npages--;
+  for (uint32_t i = idx; i < p->npages; i++) renumber_page(p, i);
+}
+
+weft_status weft_pool_materialize(weft_pool *p, weft_page *pg) {
+  if (pg->mapped) return NULL;
+  weft_status st = weft_storage_alloc(p->mm->storage, pg->size, &pg->mem);
+  if (st)
+    return weft_error_wrap(WEFT_ERR_STORAGE_MAPPING_FAILED, pg->size, st,
+                           "a page of %" PRIu64 " bytes carved in a dry run could not be backed",
+                           pg->size);
+  pg->mapped = true;
+  return NULL;
+}
+
+/* ---- slices ------------------------------------------------------------------------------ */
+
+/* Takes free slice |s| of page |page| for |m| (effective bytes |eff|),
+ * splitting off the remainder as a new free slice. */
+static bool carve(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint64_t eff) {
+  weft_page *pg = &p->pages[page];
+  uint64_t capacity = pg->slices[s].size + pg->slices[s].padding;
+  if (capacity > eff) {
+    if (!grow(p->mm->alloc, (void **)&pg->slices, &pg->cap, pg->nslices + 1, sizeof(weft_slice)))
+      return false;
+    memmove(&pg->slices[s + 2], &pg->slices[s + 1],
+            (size_t)(pg->nslices - s - 1) * sizeof(weft_slice));
+    pg->slices[s + 1] = (weft_slice){
+        .offset = pg->slices[s].offset + eff, .size = capacity - eff, .padding = 0, .owner = NULL};
+    pg->nslices++;
+    renumber_page(p, page);
+  }
+  /* Padding keeps every byte of the slice's capacity: nothing is lost on reuse. */
+  set_owner(p, page, s, m, m->size, eff - m->size);
+  return true;
+}
+
+void weft_pool_coalesce(weft_pool *p, uint32_t page) {
+  weft_page *pg = &p->pages[page];
+  uint32_t w = 0;
+  bool moved = false;
+  for (uint32_t r = 0; r < pg->nslices; r++) {
+    weft_slice sl = pg->slices[r];
+    if (!sl.owner && w > 0 && !pg->slices[w - 1].owner) {
+      pg->slices[w - 1].size += sl.size + sl.padding;
+      moved = true;
+      continue;
+    }
+    if (!sl.owner) { /* a free slice's capacity is all size */
+      sl.size += sl.padding;
+      sl.padding = 0;
+    }
+    if (w != r) moved = true;
+    pg->slices[w++] = sl;
+  }
+  pg->nslices = w;
+  if (moved) renumber_page(p, page);
+}
+
+weft_slice *weft_pool_find(const weft_pool *p, const weft_mem *m, weft_page **page) {
+  if (m->pool != p || m->page >= p->npages) return NULL;
+  weft_page *pg = &p->pages[m->page];
+  if (m->slice >= pg->nslices) return NULL;
+  weft_slice *sl = &pg->slices[m->slice];
+  if (sl->owner != m || sl->owner_id != m->id) return NULL;
+  if (page) *page = pg;
+  return sl;
+}
+
+/* ---- creation ---------------------------------------------------------------------------- */
+
+weft_pool *weft_pool_new(weft_mm *mm, const weft_pool_config *cfg) {
+  weft_pool *p = weft__calloc(mm->alloc, sizeof(*p), 16);
+  if (!p) return NULL;
+  p->mm = mm;
+  p->cfg = *cfg;
+  p->max_pages = UINT32_MAX;
+  if (cfg->kind == WEFT_POOL_SLICED && cfg->max_pool_size) {
+    uint64_t cap = cfg->max_pool_size;
+    if (cap < p->cfg.page_size) {
+      uint64_t page = cap / mm->align * mm->align;
+      p->cfg.page_size = page > mm->align ? page : mm->align;
+      if (p->cfg.max_slice_size > p->cfg.page_size) p->cfg.max_slice_size = p->cfg.page_size;
+    }
+    uint64_t n = cap / p->cfg.page_size;
+    p->max_pages = (uint32_t)(n > 65535 ? 65535 : n);
+  }
+  if (cfg->kind == WEFT_POOL_EXCLUSIVE) p->cur_avg = cfg->max_alloc_size / 2;
+  return p;
+}
+
+void weft_pool_destroy(weft_pool *p) {
+  if (!p) return;
+  for (uint32_t i = 0; i < p->npages; i++) {
+    weft_page *pg = &p->pages[i];
+    for (uint32_t s = 0; s < pg->nslices; s++) /* live descriptors become unplaced */
+      if (pg->slices[s].owner) pg->slices[s].owner->pool = NULL;
+    if (!is_tombstone(pg)) free_page_storage(p, pg);
+  }
+  const weft_allocator *a = p->mm->alloc;
+  weft__free(a, p->pages, (size_t)p->cap * sizeof(weft_page), 16);
+  weft__free(a, p->vacant, (size_t)p->vacant_cap * sizeof(uint32_t), 16);
+  weft__free(a, p, sizeof(*p), 16);
+}
+
+/* ---- policies ---------------------------------------------------------------------------- */
+
+bool weft_pool_accept(const weft_pool *p, uint64_t size) {
+  switch (p->cfg.kind) {
+  case WEFT_POOL_SLICED: {
+    uint64_t page = p->cfg.page_size, ms = p->cfg.max_slice_size;
+    if (size <= (ms < page ? ms : page)) return true;
+    /* Uncapped: within 20% of a page is served by a page of its own. */
+    return !p->cfg.strict && p->max_pages == UINT32_MAX && size <= page && (page - size) * 5 < page;
+  }
+  case WEFT_POOL_EXCLUSIVE:
+    return size <= p->cfg.max_alloc_size;
+  case WEFT_POOL_DIRECT:
+  case WEFT_POOL_PERSISTENT:
+    return true;
+  }
+  return false;
+}
+
+static uint64_t effective(const weft_pool *p, uint64_t size) {
+  return weft_align_up(size, p->mm->align);
+}
+
+static bool sliced_try(weft_pool *p, weft_mem *m) {
+  uint64_t eff = effective(p, m->size);
+  for (uint32_t i = 0; i < p->npages; i++) {
+    if (p->pages[i].guards) continue; /* a guarded page serves nothing new */
+    weft_pool_coalesce(p, i);
+    weft_page *pg = &p->pages[i];
+    for (uint32_t s = 0; s < pg->nslices; s++) {
+      weft_slice *sl = &pg->slices[s];
+      if (!sl->owner && sl->size + sl->padding >= eff) return carve(p, i, s, m, eff);
+    }
+  }
+  return false;
+}
+
+static bool exclusive_try(weft_pool *p, weft_mem *m) {
+  /* Moving average of request sizes, decay 0.01. */
+  p->cur_avg = (uint64_t)((double)p->cur_avg * 0.99 + (double)m->size * 0.01);
+  uint64_t eff = effective(p, m->size);
+  int64_t best = -1;
+  for (uint32_t i = 0; i < p->npages; i++) {
+    weft_page *pg = &p->pages[i];
+    if (pg->slices[0].owner || pg->size < eff) continue;
+    if (best < 0 || pg->size < p->pages[best].size) best = i; /* best fit, first on ties */
+  }
+  if (best < 0) return false;
+  weft_page *pg = &p->pages[best];
+  if (pg->free_count) pg->free_count--;
+  set_owner(p, (uint32_t)best, 0, m, m->size, eff - m->size);
+  return true;
+}
+
+/* Persistent and direct: a free page of exactly the effective size. */
+static bool exact_try(weft_pool *p, weft_mem *m) {
+  uint64_t eff = effective(p, m->size);
+  for (uint32_t i = 0; i < p->npages; i++) {
+    weft_page *pg = &p->pages[i];
+    if (is_tombstone(pg) || pg->slices[0].owner || pg->size != eff) continue;
+    set_owner(p, i, 0, m, m->size, eff - m->size);
+    return true;
+  }
+  return false;
+}
+
+bool weft_pool_try_reserve(weft_pool *p, weft_mem *m) {
+  if (p->outdated) return false;
+  switch (p->cfg.kind) {
+  case WEFT_POOL_SLICED:
+    return sliced_try(p, m);
+  case WEFT_POOL_EXCLUSIVE:
+    return exclusive_try(p, m);
+  case WEFT_POOL_DIRECT:
+  case WEFT_POOL_PERSISTENT:
+    return exact_try(p, m);
+  }
+  return false;
+}
+
+static uint64_t reserved_bytes(const weft_pool *p) {
+  uint64_t r = 0;
+  for (uint32_t i = 0; i < p->npages; i++)
+    if (!is_tombstone(&p->pages[i])) r += p->pages[i].size;
+  return r;
+}
+
+static uint64_t in_use_bytes(const weft_pool *p) {
+  weft_memory_usage u = {0};
+  weft_pool_usage(p, &u);
+  return u.bytes_in_use;
+}
+
+weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool *cap_hit) {
+  *cap_hit = false;
+  uint64_t eff = effective(p, m->size), page_size = eff;
+  uint32_t idx = 0;
+  weft_status st;
+  switch (p->cfg.kind) {
+  case WEFT_POOL_SLICED:
+    if (p->npages >= p->max_pages) {
+      *cap_hit = true;
+      p->cap_warned = true;
+      return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, m->size,
+                                   "pool capacity exceeded: %" PRIu32 " pages of %" PRIu64
+                                   " bytes (cap %" PRIu64 ", %" PRIu64 " in use)",
+                                   p->max_pages, p->cfg.page_size, p->cfg.max_pool_size,
+                                   in_use_bytes(p));
+    }
+    page_size = p->cfg.page_size > eff ? p->cfg.page_size : eff;
+    break;
+  case WEFT_POOL_EXCLUSIVE:
+    if (m->size > p->cfg.max_alloc_size)
+      return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, m->size,
+                                   "the exclusive pool holds at most %" PRIu64 " bytes",
+                                   p->cfg.max_alloc_size);
+    page_size = weft_align_up(p->cur_avg > eff ? p->cur_avg : eff, p->mm->align);
+    break;
+  case WEFT_POOL_DIRECT:
+    if (p->cfg.reclaim_at != WEFT_NO_CEILING) {
+      /* Free in index order only until the new allocation fits the ceiling:
+       * deterministic, and a watermark rather than a budget. */
+      uint64_t reserved = reserved_bytes(p);
+      for (uint32_t i = 0; i < p->npages && reserved + eff > p->cfg.reclaim_at; i++) {
+        weft_page *pg = &p->pages[i];
+        if (is_tombstone(pg) || pg->slices[0].owner) continue;
+        reserved -= pg->size;
+        weft_pool_release_page(p, i);
+      }
+    }
+    break;
+  case WEFT_POOL_PERSISTENT:
+    break;
+  }
+  if ((st = add_page(p, page_size, &idx))) return st;
+  weft_page *pg = &p->pages[idx];
+  if (p->cfg.kind == WEFT_POOL_EXCLUSIVE) pg->free_count = 4;
+  if (p->cfg.kind == WEFT_POOL_SLICED) {
+    if (!carve(p, idx, 0, m, eff)) {
+      weft_pool_release_page(p, idx);
+      return no_meta();
+    }
+  } else { /* padding is the alignment's; an exclusive page may hold more */
+    set_owner(p, idx, 0, m, m->size, eff - m->size);
+  }
+  return NULL;
+}
+
+void weft_pool_free(weft_pool *p, weft_mem *m) {
+  weft_page *pg;
+  weft_slice *sl = weft_pool_find(p, m, &pg);
+  if (!sl) return;
+  sl->owner = NULL;
+  sl->owner_id = 0;
+  if (p->cfg.kind == WEFT_POOL_SLICED) { /* a free slice's capacity is all size */
+    sl->size += sl->padding;
+    sl->padding = 0;
+  }
+  m->pool = NULL;
+}
+
+void weft_pool_cleanup(weft_pool *p, bool explicit_, uint64_t reserves) {
+  switch (p->cfg.kind) {
+  case WEFT_POOL_SLICED:
+    /* Explicit only, except outdated arena pools, which return each page
+     * as soon as it empties, on any tick. */
+    if (!explicit_ && !p->outdated) return;
+    for (uint32_t i = p->npages; i-- > 0;) {
+      weft_pool_coalesce(p, i);
+      if (weft_page_is_free(&p->pages[i]) && !p->pages[i].guards) weft_pool_release_page(p, i);
+    }
+    return;
+  case WEFT_POOL_EXCLUSIVE: {
+    uint64_t period = p->cfg.dealloc_period;
+    bool due = period != WEFT_NO_PERIOD && reserves - p->last_check >= period / 5;
+    if (!explicit_ && !due) return;
+    if (due) p->last_check = reserves;
+    for (uint32_t i = p->npages; i-- > 0;) {
+      weft_page *pg = &p->pages[i];
+      if (pg->slices[0].owner) continue;
+      pg->free_count++;
+      if (explicit_ || pg->free_count >= 5) weft_pool_release_page(p, i);
+    }
+    return;
+  }
+  case WEFT_POOL_DIRECT:
+  case WEFT_POOL_PERSISTENT:
+    if (!explicit_ && !p->release_free) return;
+    for (uint32_t i = p->npages; i-- > 0;) {
+      weft_page *pg = &p->pages[i];
+      if (!is_tombstone(pg) && !pg->slices[0].owner) weft_pool_release_page(p, i);
+    }
+    return;
+  }
+}
+
+/* ---- reports ----------------------------------------------------------------------------- */
+
+void weft_pool_usage(const weft_pool *p, weft_memory_usage *u) {
+  for (uint32_t i = 0; i < p->npages; i++) {
+    const weft_page *pg = &p->pages[i];
+    if (is_tombstone(pg)) continue;
+    u->bytes_reserved += pg->size;
+    for (uint32_t s = 0; s < pg->nslices; s++) {
+      if (!pg->slices[s].owner) continue;
+      u->number_allocs++;
+      u->bytes_in_use += pg->slices[s].size;
+      u->bytes_padding += pg->slices[s].padding;
+    }
+  }
+}
+
+void weft_pool_fill_report(const weft_pool *p, weft_pool_report *r) {
+  memset(r, 0, sizeof(*r));
+  r->kind = p->cfg.kind;
+  weft_pool_usage(p, &r->usage);
+  for (uint32_t i = 0; i < p->npages; i++) {
+    if (is_tombstone(&p->pages[i])) continue;
+    r->pages++;
+    r->pages_unmapped += !p->pages[i].mapped;
+  }
+  r->pages_peak = p->pages_peak;
+  r->largest_alloc = p->largest_alloc;
+  r->page_size = p->cfg.kind == WEFT_POOL_SLICED ? p->cfg.page_size : 0;
+  r->outdated = p->outdated;
+}
+
+static weft_status bad(const weft_pool *p, uint32_t page, const char *what) {
+  return weft_error_make(WEFT_ERR_VALIDATION, "pool (kind %d) page %" PRIu32 ": %s",
+                         (int)p->cfg.kind, page, what);
+}
+
+weft_status weft_pool_validate(const weft_pool *p) {
+  for (uint32_t i = 0; i < p->npages; i++) {
+    const weft_page *pg = &p->pages[i];
+    if (is_tombstone(pg)) continue;
+    uint64_t at = 0;
+    for (uint32_t s = 0; s < pg->nslices; s++) {
+      const weft_slice *sl = &pg->slices[s];
+      if (sl->offset != at) return bad(p, i, "slices are not contiguous");
+      at += sl->size + sl->padding;
+      if (sl->owner) {
+        const weft_mem *o = sl->owner;
+        if (o->id != sl->owner_id) return bad(p, i, "a slice's owner changed identity");
+        if (o->pool != p || o->page != i || o->slice != s)
+          return bad(p, i, "an owner's location does not point back at its slice");
+        if (o->size != sl->size) return bad(p, i, "a slice's size differs from its owner's");
+      }
+      if (p->cfg.kind != WEFT_POOL_SLICED && s > 0) return bad(p, i, "more than one slice");
+    }
+    if (p->cfg.kind == WEFT_POOL_SLICED ? at != pg->size : at > pg->size)
+      return bad(p, i, "slices do not cover the page");
+    if (pg->mapped != (pg->mem.id != 0)) return bad(p, i, "mapped flag disagrees with storage");
+  }
+  return NULL;
+}

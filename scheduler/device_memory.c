@@ -1,0 +1,323 @@
+/* The device's memory: one manager per stream slot, the reclaim ladder a
+ * failed reservation climbs, and the public memory calls. Scheduler thread
+ * only, except the public entry points, which submit a command and wait. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "scheduler/device.h"
+
+typedef enum mem_op {
+  MEM_USAGE,
+  MEM_REPORT,
+  MEM_CLEANUP,
+  MEM_INSTALL,
+  MEM_MODE,
+  MEM_DRY_RUN,
+  MEM_SET_RECLAIM,
+} mem_op;
+
+typedef struct weft_memory_call {
+  mem_op op;
+  weft_stream_id stream;
+  weft_memory_usage *usage;
+  weft_pool_report *reports;
+  size_t *n;
+  const weft_layout *layout;
+  weft_alloc_mode mode;
+  bool begin;
+  weft_reclaim_fn fn;
+  void *user;
+} weft_memory_call;
+
+static uint32_t slot_of(const weft_device *dev, weft_stream_id id) {
+  return (uint32_t)(id % (uint64_t)dev->max_streams);
+}
+
+/* The manager of |slot|, created on first use (it costs no page). */
+static weft_mm *dev_mm(weft_device *dev, uint32_t slot, weft_status *err) {
+  if (dev->mms[slot]) return dev->mms[slot];
+  weft_status st = weft_mm_create(&dev->mm_config, dev->storage, &dev->alloc, &dev->mms[slot]);
+  if (st) {
+    *err = st;
+    return NULL;
+  }
+  weft_mm_set_dry_run(dev->mms[slot], dev->dry_depth > 0);
+  return dev->mms[slot];
+}
+
+void weft__dev_mm_destroy_all(weft_device *dev) {
+  for (uint32_t i = 0; i < dev->max_streams; i++) {
+    weft_mm_destroy(dev->mms[i]);
+    dev->mms[i] = NULL;
+  }
+}
+
+/* Processes completions until no task is in flight; other commands that
+ * arrive meanwhile are held, in order, for the main loop. Needed before bytes
+ * move (relocation): workers hold addresses resolved at dispatch. */
+static void drain(weft_device *dev) {
+  weft__dev_flush_all(dev);
+  while (dev->inflight) {
+    ck_stack_entry_t *e = weft_inbox_take(&dev->inbox);
+    if (!e) {
+      weft_inbox_wait(&dev->inbox, NULL);
+      continue;
+    }
+    while (e) {
+      ck_stack_entry_t *next = e->next;
+      cmd *c = (cmd *)WEFT_TASK_OF(e);
+      if (c->completed) {
+        weft__dev_process(dev, c);
+      } else {
+        e->next = NULL;
+        if (dev->held_tail)
+          dev->held_tail->next = e;
+        else
+          dev->held_head = e;
+        dev->held_tail = e;
+      }
+      e = next;
+    }
+  }
+}
+
+/* After bytes moved, every buffer learns its new address. */
+static void refresh_addresses(weft_device *dev) {
+  uint32_t n = atomic_load(&dev->buffers.fresh);
+  for (uint32_t i = 0; i < n; i++) {
+    weft_handle_slot *s = weft_handles_slot(&dev->buffers, ((uint64_t)1 << 32) | (i + 1u));
+    weft_buf *b = s ? s->obj : NULL;
+    if (!b || !b->allocated || !b->ptr) continue;
+    void *p = NULL;
+    weft_status st = weft_mm_resolve(b->mm, &b->mem, &p);
+    weft_error_free(st); /* a live mapped allocation always resolves */
+    if (p) b->ptr = p;
+  }
+}
+
+static uint64_t relocate_all(weft_device *dev) {
+  bool wanted = false;
+  for (uint32_t i = 0; i < dev->max_streams; i++)
+    wanted |= dev->mms[i] && weft_mm_wants_relocation(dev->mms[i]);
+  (void)wanted;
+  drain(dev);
+  uint64_t moved = 0;
+  for (uint32_t i = 0; i < dev->max_streams; i++)
+    if (dev->mms[i]) moved += weft_mm_relocate(dev->mms[i], true);
+  if (moved) refresh_addresses(dev);
+  dev->stats.relocations += moved;
+  return moved;
+}
+
+/* The error a failed reservation ends with, carrying a snapshot of the
+ * device's memory so the reader can tell what held it. */
+static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size) {
+  if (weft_error_kind_of(st) != WEFT_ERR_OUT_OF_MEMORY &&
+      weft_error_kind_of(st) != WEFT_ERR_PAGE_SIZES_EXHAUSTED)
+    return st;
+  char snap[1536];
+  int len = snprintf(snap, sizeof(snap), "memory snapshot: request %" PRIu64 " bytes", size);
+  uint64_t largest = 0;
+  for (uint32_t i = 0; i < dev->max_streams && len > 0 && (size_t)len < sizeof(snap); i++) {
+    if (!dev->mms[i]) continue;
+    weft_memory_usage u = weft_mm_usage(dev->mms[i]);
+    uint64_t lf = weft_mm_largest_free(dev->mms[i]);
+    if (lf > largest) largest = lf;
+    len += snprintf(snap + len, sizeof(snap) - (size_t)len,
+                    "; stream %u: reserved %" PRIu64 ", in use %" PRIu64 ", free %" PRIu64, i,
+                    u.bytes_reserved, u.bytes_in_use,
+                    u.bytes_reserved - u.bytes_in_use - u.bytes_padding);
+  }
+  if (len > 0 && (size_t)len < sizeof(snap))
+    snprintf(snap + len, sizeof(snap) - (size_t)len, "; largest free extent %" PRIu64, largest);
+  weft_status out = weft_error_make_sized(weft_error_kind_of(st), weft_error_size(st), "%s; %s",
+                                          weft_error_message(st), snap);
+  weft_error_free(st);
+  return out;
+}
+
+weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
+  weft_status st = NULL;
+  weft_mm *mm = dev_mm(dev, slot, &st);
+  if (!mm) return st;
+  b->mm = mm;
+  st = weft_mm_reserve(mm, &b->mem, WEFT_RESERVE_ALLOW);
+  if (!st || !weft_error_may_succeed_after_reclaim(st)) return st;
+  /* The reclaim ladder: out of memory now is not out of memory for good. */
+  dev->stats.reclaims++;
+  weft_storage_flush(dev->storage); /* deferred frees reach the storage (twice: two fences) */
+  weft_storage_flush(dev->storage);
+  for (uint32_t i = 0; i < dev->max_streams; i++) /* free pages of every stream: none stranded */
+    if (dev->mms[i]) weft_mm_cleanup(dev->mms[i]);
+  relocate_all(dev);
+  for (uint32_t i = 0; i < dev->max_streams; i++)
+    if (dev->mms[i]) weft_mm_cleanup(dev->mms[i]);
+  if (dev->reclaim) {
+    dev->in_reclaim = true;
+    dev->reclaim(dev->reclaim_user, slot, b->size);
+    dev->in_reclaim = false;
+    for (uint32_t i = 0; i < dev->max_streams; i++)
+      if (dev->mms[i]) weft_mm_cleanup(dev->mms[i]);
+  }
+  weft_error_free(st);
+  st = weft_mm_reserve(mm, &b->mem, WEFT_RESERVE_ALLOW);
+  if (!st) {
+    dev->stats.reclaims_rescued++;
+    return NULL;
+  }
+  return with_snapshot(dev, st, b->size);
+}
+
+/* ---- the memory calls (scheduler side) --------------------------------------------------------
+ */
+
+static weft_status install(weft_device *dev, uint32_t slot, const weft_layout *layout) {
+  weft_status st = NULL;
+  weft_mm *mm = dev_mm(dev, slot, &st);
+  if (!mm) return st;
+  drain(dev);
+  if ((st = weft_mm_install(mm, layout))) return st;
+  /* The layout of streams created later: an owned copy. */
+  weft_pool_config *pools = NULL;
+  size_t bytes = 0;
+  if (layout->kind == WEFT_LAYOUT_CUSTOM) {
+    bytes = sizeof(weft_pool_config) * layout->num_pools;
+    pools = weft__alloc(&dev->alloc, bytes, 16);
+    if (!pools) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "layout copy");
+    memcpy(pools, layout->pools, bytes);
+  }
+  weft__free(&dev->alloc, dev->layout_pools,
+             sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
+  dev->layout_pools = pools;
+  dev->mm_config.layout = *layout;
+  dev->mm_config.layout.pools = pools;
+  if (!pools) dev->mm_config.layout.num_pools = 0;
+  return NULL;
+}
+
+static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
+  uint32_t slot = slot_of(dev, m->stream);
+  weft_status st = NULL;
+  switch (m->op) {
+  case MEM_USAGE:
+    memset(m->usage, 0, sizeof(*m->usage));
+    for (uint32_t i = 0; i < dev->max_streams; i++) {
+      if (!dev->mms[i]) continue;
+      weft_memory_usage u = weft_mm_usage(dev->mms[i]);
+      m->usage->number_allocs += u.number_allocs;
+      m->usage->bytes_in_use += u.bytes_in_use;
+      m->usage->bytes_padding += u.bytes_padding;
+      m->usage->bytes_reserved += u.bytes_reserved;
+    }
+    return NULL;
+  case MEM_REPORT:
+    if (!dev->mms[slot]) {
+      *m->n = 0;
+      return NULL;
+    }
+    weft_mm_report(dev->mms[slot], m->reports, m->n);
+    return NULL;
+  case MEM_CLEANUP:
+    if (!dev->mms[slot]) return NULL;
+    weft_storage_flush(dev->storage);
+    weft_storage_flush(dev->storage);
+    drain(dev);
+    if (weft_mm_relocate(dev->mms[slot], true)) refresh_addresses(dev);
+    weft_mm_cleanup(dev->mms[slot]);
+    return NULL;
+  case MEM_INSTALL:
+    return install(dev, slot, m->layout);
+  case MEM_MODE: {
+    weft_mm *mm = dev_mm(dev, slot, &st);
+    if (mm) weft_mm_mode(mm, m->mode);
+    return st;
+  }
+  case MEM_DRY_RUN:
+    if (!m->begin && dev->dry_depth == 0)
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "no dry run is open");
+    dev->dry_depth += m->begin ? 1 : -1;
+    for (uint32_t i = 0; i < dev->max_streams; i++)
+      if (dev->mms[i]) weft_mm_set_dry_run(dev->mms[i], dev->dry_depth > 0);
+    return NULL;
+  case MEM_SET_RECLAIM:
+    dev->reclaim = m->fn;
+    dev->reclaim_user = m->user;
+    return NULL;
+  }
+  return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown memory call");
+}
+
+void weft__dev_memory_call(weft_device *dev, cmd *c) {
+  weft__token_complete(c->token, memory_call(dev, c->mem));
+}
+
+/* ---- public entry points ----------------------------------------------------------------------
+ */
+
+static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
+  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  if (atomic_load_explicit(&dev->closing, memory_order_acquire))
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closed");
+  if (weft__dev_scheduling() == dev)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "a blocking call from the device's own scheduler thread (a reclaim "
+                           "callback) would deadlock");
+  size_t bytes = sizeof(cmd);
+  cmd *c = weft__alloc(&dev->alloc, bytes, 16);
+  if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for a command");
+  memset(c, 0, sizeof(*c));
+  c->kind = CMD_MEMORY;
+  c->bytes = bytes;
+  c->dev = dev;
+  c->mem = m;
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  weft_inbox_push(&dev->inbox, &c->task.link);
+  return weft__token_wait(&tok);
+}
+
+weft_status weft_memory_usage_get(weft_device *dev, weft_memory_usage *out) {
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  weft_memory_call m = {.op = MEM_USAGE, .usage = out};
+  return submit_call(dev, &m);
+}
+
+weft_status weft_memory_report_get(weft_device *dev, weft_stream_id stream, weft_pool_report *out,
+                                   size_t *n) {
+  if (!n) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "n is NULL");
+  if (*n && !out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  weft_memory_call m = {.op = MEM_REPORT, .stream = stream, .reports = out, .n = n};
+  return submit_call(dev, &m);
+}
+
+weft_status weft_memory_cleanup(weft_device *dev, weft_stream_id stream) {
+  weft_memory_call m = {.op = MEM_CLEANUP, .stream = stream};
+  return submit_call(dev, &m);
+}
+
+weft_status weft_memory_install_layout(weft_device *dev, weft_stream_id stream,
+                                       const weft_layout *layout) {
+  if (!layout) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "layout is NULL");
+  weft_memory_call m = {.op = MEM_INSTALL, .stream = stream, .layout = layout};
+  return submit_call(dev, &m);
+}
+
+weft_status weft_memory_mode(weft_device *dev, weft_stream_id stream, weft_alloc_mode mode) {
+  if (mode != WEFT_ALLOC_AUTO && mode != WEFT_ALLOC_PERSISTENT && mode != WEFT_ALLOC_DEDICATED)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown allocation mode %d", (int)mode);
+  weft_memory_call m = {.op = MEM_MODE, .stream = stream, .mode = mode};
+  return submit_call(dev, &m);
+}
+
+weft_status weft_memory_dry_run(weft_device *dev, bool begin) {
+  weft_memory_call m = {.op = MEM_DRY_RUN, .begin = begin};
+  return submit_call(dev, &m);
+}
+
+weft_status weft_memory_set_reclaim(weft_device *dev, weft_reclaim_fn fn, void *user) {
+  weft_memory_call m = {.op = MEM_SET_RECLAIM, .fn = fn, .user = user};
+  return submit_call(dev, &m);
+}
