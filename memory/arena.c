@@ -8,13 +8,14 @@
 #define MiB (UINT64_C(1) << 20)
 
 uint64_t weft_arena_fit(uint64_t size, uint64_t current, uint64_t align, uint64_t max_page) {
+  uint64_t top = max_page / align * align; /* the largest page, aligned down */
+  if (size > top || size + weft_pad(size, align) > top) return UINT64_MAX;
   if (size + weft_pad(size, align) <= current) return 0;
-  if (size > max_page) return UINT64_MAX;
   uint64_t min_page = weft_align_up(2 * MiB < max_page ? 2 * MiB : max_page, align);
   uint64_t page = weft_align_up(size + MiB, MiB); /* one MiB of slack, 1 MiB granules */
   page = weft_align_up(page, align);
   if (page < min_page) page = min_page;
-  if (page > max_page) page = max_page;
+  if (page > top) page = top;
   return page;
 }
 

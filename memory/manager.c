@@ -51,6 +51,10 @@ static weft_status resolve_pool(const weft_mm *mm, size_t i, weft_pool_config *c
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                              "pool %zu: max_slice_size %" PRIu64 " exceeds page_size %" PRIu64, i,
                              c->max_slice_size, c->page_size);
+    if (c->max_pool_size && c->max_pool_size < c->page_size)
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                             "pool %zu: max_pool_size %" PRIu64 " is below page_size %" PRIu64, i,
+                             c->max_pool_size, c->page_size);
     if (c->max_pool_size && c->max_pool_size / c->page_size > 65535)
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                              "pool %zu: max_pool_size allows more than 65535 pages", i);

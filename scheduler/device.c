@@ -169,6 +169,20 @@ void weft__dev_release_now(weft_device *dev, uint64_t buffer) {
 
 static void on_task_done(void *ctx, weft_task *t);
 
+static void flush(weft_device *dev, uint32_t slot);
+
+/* Drop-queue fences on the host backend: a stream's sequence number. */
+static uint64_t fence_make(void *ctx) {
+  struct weft_slot_ref *r = ctx;
+  return r->dev->streams[r->slot]->submitted;
+}
+
+static void fence_wait(void *ctx, uint64_t seq) {
+  struct weft_slot_ref *r = ctx;
+  flush(r->dev, r->slot); /* the work the fence covers must reach the worker */
+  weft_stream_wait_for(r->dev->streams[r->slot], seq);
+}
+
 static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
   if (!dev->streams[slot]) {
     weft_status st =
@@ -177,9 +191,18 @@ static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err
       *err = st;
       return NULL;
     }
+    dev->slot_refs[slot] = (struct weft_slot_ref){dev, slot};
+    weft_drop_queue_init(&dev->drops[slot], &dev->alloc,
+                         (weft_drop_fence_ops){fence_make, fence_wait, &dev->slot_refs[slot]});
     dev->stats.streams_created++;
   }
   return dev->streams[slot];
+}
+
+/* Frees a write's staged bytes that never reached a stream. */
+static void unstage(weft_device *dev, cmd *c) {
+  if (c->kind == CMD_WRITE && c->staged) weft__free(&dev->alloc, c->data, (size_t)c->len, 16);
+  c->staged = false;
 }
 
 static uint32_t slot_of(weft_device *dev, weft_stream_id id) {
@@ -458,11 +481,13 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
     return;
   }
   if (write && dev->dry_depth) { /* measured, not run: maps nothing */
+    unstage(dev, c);
     cmd_free(c);
     return;
   }
   weft_stream *s = stream_or_fail(dev, c);
   if (!s) {
+    unstage(dev, c);
     cmd_free(c);
     return;
   }
@@ -474,6 +499,12 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   set_waits(dev, c, w);
   c->task.run = write ? run_write : run_read;
   dispatch(dev, s, c);
+  if (c->staged) { /* the drop queue frees the bytes once the stream consumed them */
+    c->staged = false;
+    weft_drop_queue_push(&dev->drops[s->slot], c->data, (size_t)c->len);
+    if (weft_drop_queue_should_flush(&dev->drops[s->slot]))
+      weft_drop_queue_flush(&dev->drops[s->slot]);
+  }
   if (!write) flush(dev, s->slot); /* a synchronous operation flushes its stream */
 }
 
@@ -750,7 +781,10 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   if (!st) st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
   if (!st) {
     dev->mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
-    if (!dev->mms) st = oom(sizeof(weft_mm *) * o.max_streams, "the memory managers");
+    dev->drops = weft__calloc(&dev->alloc, sizeof(weft_drop_queue) * o.max_streams, 16);
+    dev->slot_refs = weft__calloc(&dev->alloc, sizeof(struct weft_slot_ref) * o.max_streams, 16);
+    if (!dev->mms || !dev->drops || !dev->slot_refs)
+      st = oom(sizeof(weft_drop_queue) * o.max_streams, "the memory managers");
   }
   if (!st) st = memory_config(dev, &o);
   if (!st) {
@@ -760,6 +794,8 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   }
   if (st) {
     weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->layout_pools,
                sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
     weft_storage_destroy(dev->storage);
@@ -786,6 +822,8 @@ void weft_device_close(weft_device *dev) {
   cmd *c = &c_stack;
   cmd_submit(dev, c);
   pthread_join(dev->thread, NULL);
+  for (uint32_t i = 0; i < dev->max_streams; i++)
+    if (dev->streams[i]) weft_drop_queue_destroy(&dev->drops[i]);
   for (uint32_t i = 0; i < dev->max_streams; i++) weft_stream_destroy(dev->streams[i]);
   /* Every buffer the caller never released. */
   uint32_t n = atomic_load(&dev->buffers.fresh);
@@ -803,6 +841,8 @@ void weft_device_close(weft_device *dev) {
   }
   weft__dev_mm_destroy_all(dev);
   weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * dev->max_streams, 16);
+  weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * dev->max_streams, 16);
+  weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->layout_pools,
              sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
   weft_storage_destroy(dev->storage);
@@ -883,8 +923,9 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   if (!src && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "src is NULL");
   if ((st = check_range(size, offset, len, "write"))) return st;
   if (len == 0) return NULL;
+  bool staged = len > WEFT_WRITE_INLINE;
   size_t extra = align8(sizeof(weft_buf *)) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
-                 (size_t)len;
+                 (staged ? 0 : (size_t)len);
   cmd *c = cmd_new(dev, CMD_WRITE, extra);
   if (!c) return oom(extra, "a write command");
   char *p = (char *)c + align8(sizeof(cmd));
@@ -892,7 +933,15 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   p += align8(sizeof(weft_buf *));
   c->task.waits = (weft_stream_wait *)p;
   p += align8(sizeof(weft_stream_wait) * dev->max_streams);
+  if (staged) { /* a separate block: the drop queue keeps it until the stream consumed it */
+    p = len <= SIZE_MAX ? weft__alloc(&dev->alloc, (size_t)len, 16) : NULL;
+    if (!p) {
+      cmd_free(c);
+      return oom((size_t)len, "staging a write");
+    }
+  }
   c->data = p;
+  c->staged = staged;
   memcpy(p, src, len);
   c->stream = stream;
   c->buffer = buf.id;

@@ -10,6 +10,7 @@
 
 #include "core/failure.h"
 #include "core/handles.h"
+#include "memory/drop_queue.h"
 #include "memory/memory.h"
 #include "streams/stream.h"
 
@@ -40,7 +41,8 @@ typedef struct cmd {
   weft_token *token;
   uint64_t buffer;            /* CREATE, WRITE, READ, RELEASE */
   uint64_t offset, len;       /* WRITE, READ; CREATE: len = size */
-  void *data;                 /* WRITE: bytes (inline); READ: destination */
+  void *data;                 /* WRITE: bytes; READ: destination */
+  bool staged;                /* WRITE: |data| is a separate block for the drop queue */
   uint32_t kernel;            /* LAUNCH: index into the kernel table */
   uint64_t launch_no;         /* LAUNCH: 1-based number on the device */
   uint32_t grid[3], block[3]; /* LAUNCH */
@@ -87,7 +89,8 @@ typedef struct weft_batch {
   uint32_t n;
 } weft_batch;
 
-#define WEFT_MAX_KERNELS 4096u
+#define WEFT_MAX_KERNELS  4096u
+#define WEFT_WRITE_INLINE (64u * 1024u) /* larger writes are staged through the drop queue */
 
 struct weft_device {
   weft_allocator alloc;
@@ -112,8 +115,13 @@ struct weft_device {
   void *reclaim_user;
   ck_stack_entry_t *held_head, *held_tail; /* commands deferred while draining */
   weft_stream **streams;                   /* [max_streams], created lazily */
-  weft_batch *batches;                     /* [max_streams] */
-  uint64_t inflight;                       /* tasks dispatched and not yet completed */
+  weft_drop_queue *drops; /* [max_streams]: staged write bytes, fenced by the stream */
+  struct weft_slot_ref {
+    weft_device *dev;
+    uint32_t slot;
+  } * slot_refs;
+  weft_batch *batches; /* [max_streams] */
+  uint64_t inflight;   /* tasks dispatched and not yet completed */
   bool shutdown;
   weft_device_stats stats;
 };

@@ -147,8 +147,12 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   if (!st || !weft_error_may_succeed_after_reclaim(st)) return st;
   /* The reclaim ladder: out of memory now is not out of memory for good. */
   dev->stats.reclaims++;
-  weft_storage_flush(dev->storage); /* deferred frees reach the storage (twice: two fences) */
-  weft_storage_flush(dev->storage);
+  for (uint32_t i = 0; i < dev->max_streams; i++) /* staged bytes: two flushes free them */
+    if (dev->streams[i]) {
+      weft_drop_queue_flush(&dev->drops[i]);
+      weft_drop_queue_flush(&dev->drops[i]);
+    }
+  weft_storage_flush(dev->storage);               /* deferred frees reach the storage */
   for (uint32_t i = 0; i < dev->max_streams; i++) /* free pages of every stream: none stranded */
     if (dev->mms[i]) weft_mm_cleanup(dev->mms[i]);
   relocate_all(dev);
@@ -221,7 +225,10 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
     return NULL;
   case MEM_CLEANUP:
     if (!dev->mms[slot]) return NULL;
-    weft_storage_flush(dev->storage);
+    if (dev->streams[slot]) {
+      weft_drop_queue_flush(&dev->drops[slot]);
+      weft_drop_queue_flush(&dev->drops[slot]);
+    }
     weft_storage_flush(dev->storage);
     drain(dev);
     if (weft_mm_relocate(dev->mms[slot], true)) refresh_addresses(dev);
