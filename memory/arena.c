@@ -85,7 +85,7 @@ static weft_status grow_to(weft_mm *mm, uint64_t page, weft_mem *m) {
   if (!p) return weft_error_make(WEFT_ERR_OUT_OF_MEMORY, "no memory for an arena pool");
   p->arena = true;
   bool cap;
-  weft_status st = weft_pool_alloc(p, m, &cap);
+  weft_status st = weft_pool_alloc(p, m, false, &cap);
   if (st) {
     weft_pool_destroy(p);
     return st;
@@ -113,7 +113,7 @@ weft_status weft_arena_reserve(weft_mm *mm, weft_mem *m, weft_reserve_mode mode)
   if (!cur) return grow_to(mm, f ? f : mm->current_page, m);
   if (f == 0) {
     bool cap;
-    weft_status st = weft_pool_alloc(cur, m, &cap);
+    weft_status st = weft_pool_alloc(cur, m, false, &cap);
     if (!st) mm->settled_shape = 0;
     return st;
   }
@@ -179,7 +179,7 @@ static uint64_t move_page(weft_mm *mm, weft_pool *from, uint32_t idx, weft_pool 
       continue;
     }
     bool cap;
-    weft_status st = may_allocate ? weft_pool_alloc(to, &targets[j], &cap)
+    weft_status st = may_allocate ? weft_pool_alloc(to, &targets[j], false, &cap)
                                   : weft_error_make(WEFT_ERR_OUT_OF_MEMORY, "no room held");
     if (st) {
       weft_error_free(st);

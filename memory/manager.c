@@ -66,10 +66,8 @@ static weft_status resolve_pool(const weft_mm *mm, size_t i, weft_pool_config *c
     return NULL;
   case WEFT_POOL_EXCLUSIVE:
     c->max_alloc_size = weft_align_up(c->max_alloc_size, mm->align);
-    if (c->dealloc_period == 0) c->dealloc_period = WEFT_NO_PERIOD;
     return NULL;
-  case WEFT_POOL_DIRECT:
-    if (c->reclaim_at == 0) c->reclaim_at = WEFT_NO_CEILING;
+  case WEFT_POOL_DIRECT: /* a ceiling of 0 is a real one: every free slice goes first */
     return NULL;
   case WEFT_POOL_PERSISTENT:
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
@@ -92,12 +90,6 @@ static weft_status layout_pools(const weft_mm *mm, const weft_layout *layout, we
     for (uint64_t c = mm->max_page; c >= 32 * MiB && k < 32;) {
       c = weft_align_up(c / 4, mm->align);
       pages[k++] = c;
-    }
-    if (k == 0) {
-      /* A device smaller than the ladder's first rung (32 MiB): one sliced
-       * pool of quarter-device pages, so small buffers share pages instead
-       * of each taking an exclusive page. */
-      pages[k++] = weft_align_up(mm->max_page / 4 ? mm->max_page / 4 : 1, mm->align);
     }
     /* Ascending; the largest page's slices are half a page, each smaller
      * page's a further half smaller. */
@@ -212,6 +204,7 @@ void weft_mm_destroy(weft_mm *mm) {
   destroy_dynamic(mm);
   weft_pool_destroy(mm->persistent);
   weft_pool_destroy(mm->dedicated);
+  weft__free(mm->alloc, mm->modes, sizeof(weft_alloc_mode) * mm->modes_cap, 16);
   weft__free(mm->alloc, mm, sizeof(*mm), 16);
 }
 
@@ -222,7 +215,20 @@ void weft_mm_mode(weft_mm *mm, weft_alloc_mode mode) {
     if (mm->depth) mm->depth--;
     return;
   }
-  if (mm->depth == WEFT_MODE_DEPTH) return; /* deeper windows than this are not nested further */
+  if (mm->depth == mm->modes_cap) {
+    uint32_t nc = mm->modes_cap ? mm->modes_cap * 2 : 8;
+    weft_alloc_mode *n = weft__alloc(mm->alloc, sizeof(*n) * nc, 16);
+    if (!n) { /* no room to remember it: the innermost window is repeated */
+      if (mm->depth) mm->modes[mm->depth - 1] = mode;
+      return;
+    }
+    if (mm->modes) {
+      memcpy(n, mm->modes, sizeof(*n) * mm->depth);
+      weft__free(mm->alloc, mm->modes, sizeof(*n) * mm->modes_cap, 16);
+    }
+    mm->modes = n;
+    mm->modes_cap = nc;
+  }
   mm->modes[mm->depth++] = mode;
 }
 
@@ -258,7 +264,7 @@ static weft_status reserve_in(weft_pool *p, weft_mem *m, weft_reserve_mode mode)
   if (weft_pool_try_reserve(p, m)) return NULL;
   if (mode == WEFT_RESERVE_FORBIDDEN) return forbidden(m->size);
   bool cap;
-  return weft_pool_alloc(p, m, &cap);
+  return weft_pool_alloc(p, m, mode == WEFT_RESERVE_ALLOW, &cap);
 }
 
 weft_status weft_mm_reserve(weft_mm *mm, weft_mem *m, weft_reserve_mode mode) {
@@ -278,7 +284,7 @@ weft_status weft_mm_reserve(weft_mm *mm, weft_mem *m, weft_reserve_mode mode) {
     if (am == WEFT_ALLOC_PERSISTENT || bucket) {
       if (mode == WEFT_RESERVE_FORBIDDEN) return forbidden(m->size);
       bool cap;
-      return weft_pool_alloc(mm->persistent, m, &cap);
+      return weft_pool_alloc(mm->persistent, m, false, &cap);
     }
   }
   weft_status remembered = NULL; /* a capacity error, or a refusal to add a page */
@@ -296,7 +302,7 @@ weft_status weft_mm_reserve(weft_mm *mm, weft_mem *m, weft_reserve_mode mode) {
       continue;
     }
     bool cap;
-    weft_status st = weft_pool_alloc(p, m, &cap);
+    weft_status st = weft_pool_alloc(p, m, mode == WEFT_RESERVE_ALLOW, &cap);
     if (!st) {
       weft_error_free(remembered);
       return NULL;

@@ -5,7 +5,6 @@
 #include "memory/pool.h"
 
 #define WEFT_MAX_POOLS  254u
-#define WEFT_MODE_DEPTH 64u
 
 struct weft_mm {
   weft_storage *storage;
@@ -24,8 +23,8 @@ struct weft_mm {
   uint64_t min_page;
   uint64_t settled_shape; /* arena shape when relocation last found nothing; 0: unsettled */
   /* modes */
-  weft_alloc_mode modes[WEFT_MODE_DEPTH];
-  uint32_t depth;
+  weft_alloc_mode *modes; /* the window stack, grown as windows nest */
+  uint32_t depth, modes_cap;
   bool dry_run;
   uint64_t reserves, page_ids;
 };

@@ -320,7 +320,7 @@ static uint64_t in_use_bytes(const weft_pool *p) {
   return u.bytes_in_use;
 }
 
-weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool *cap_hit) {
+weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool may_release, bool *cap_hit) {
   *cap_hit = false;
   uint64_t eff = effective(p, m->size), page_size = eff;
   uint32_t idx = 0;
@@ -346,7 +346,7 @@ weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool *cap_hit) {
     page_size = weft_align_up(p->cur_avg > eff ? p->cur_avg : eff, p->mm->align);
     break;
   case WEFT_POOL_DIRECT:
-    if (p->cfg.reclaim_at != WEFT_NO_CEILING) {
+    if (may_release && p->cfg.reclaim_at != WEFT_NO_CEILING) {
       /* Free in index order only until the new allocation fits the ceiling:
        * deterministic, and a watermark rather than a budget. */
       uint64_t reserved = reserved_bytes(p);

@@ -47,9 +47,10 @@ void weft_pool_destroy(weft_pool *p); /* frees every mapped page */
 bool weft_pool_accept(const weft_pool *p, uint64_t size);
 /* Serves |m| from room the pool already holds; false when there is none. */
 bool weft_pool_try_reserve(weft_pool *p, weft_mem *m);
-/* Adds storage (a page or a slice) and serves |m| from it. |*cap_hit|: the
- * pool is at its cap (the caller may spill to the next pool). */
-weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool *cap_hit);
+/* Adds storage (a page or a slice) and serves |m| from it. |may_release|:
+ * a direct pool may free slices to stay under its ceiling (ALLOW mode only).
+ * |*cap_hit|: the pool is at its cap (the caller may spill to the next pool). */
+weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool may_release, bool *cap_hit);
 /* Frees |m|'s slice (coalescing is deferred to the next reservation/cleanup). */
 void weft_pool_free(weft_pool *p, weft_mem *m);
 /* Periodic (explicit false) or explicit cleanup; |reserves|: the manager's

@@ -124,12 +124,7 @@ static weft_failure *mint(weft_device *dev, weft_status root) {
 
 static void do_create(weft_device *dev, cmd *c) {
   weft_handle_slot *s = weft_handles_slot(&dev->buffers, c->buffer);
-  size_t bytes = sizeof(weft_buf) + sizeof(uint64_t) * dev->max_streams;
-  weft_buf *b = weft__calloc(&dev->alloc, bytes, 16);
-  if (!b) {
-    /* The handle stays dead-on-arrival: later uses find no buffer (NotFound). */
-    return;
-  }
+  weft_buf *b = c->data; /* allocated by the client, which reported a failure to */
   b->id = c->buffer;
   b->size = c->len;
   b->last_read = (uint64_t *)(b + 1);
@@ -404,14 +399,34 @@ static void on_task_done(void *ctx, weft_task *t) {
 /* ---- scheduler: submissions
  * ------------------------------------------------------------------------- */
 
-static weft_stream *stream_or_fail(weft_device *dev, cmd *c) {
+/* A stream that cannot start leaves the bytes its work should have written
+ * with the reason. Nothing may run meanwhile (workers touch execution
+ * views), so in-flight work finishes first: this path is rare. */
+static void fail_unstarted(weft_device *dev, weft_status err, weft_buf *const *bufs,
+                           const weft_binding *bindings, uint32_t n) {
+  weft__dev_drain(dev);
+  weft_failure *f = mint(dev, err);
+  for (uint32_t i = 0; f && i < n; i++) {
+    if (!bufs[i] || !is_write(bindings[i].access)) continue;
+    uint64_t o = bindings[i].offset, e = o + bindings[i].size;
+    weft_taint_set(&bufs[i]->exec, o, e, f, true);
+    weft_taint_set(&bufs[i]->known, o, e, f, false);
+  }
+  weft_failure_release(f);
+}
+
+static weft_stream *stream_or_fail(weft_device *dev, cmd *c, weft_buf *b, bool write) {
   weft_status err = NULL;
   weft_stream *s = stream_get(dev, slot_of(dev, c->stream), &err);
-  if (!s && c->token)
+  if (s) return s;
+  if (c->token) {
     weft__token_complete(c->token, err);
-  else
-    weft_error_free(err);
-  return s;
+  } else {
+    weft_binding bd = {
+        .offset = c->offset, .size = c->len, .access = write ? WEFT_WRITE : WEFT_READ};
+    fail_unstarted(dev, err, &b, &bd, 1);
+  }
+  return NULL;
 }
 
 /* Gives an allocated buffer its address, mapping a lazy (dry-run) page on
@@ -439,18 +454,9 @@ static void sched_launch(weft_device *dev, cmd *c) {
   }
   weft_status err = NULL;
   weft_stream *s = stream_get(dev, slot_of(dev, c->stream), &err);
-  if (!s) {
-    /* No worker to run it: the outputs carry why. */
-    weft_failure *f = mint(dev, err);
-    for (uint32_t i = 0; i < c->nb; i++) {
-      weft_buf *b = resolve(dev, c->bindings[i].buffer.id);
-      if (b && f && is_write(c->bindings[i].access)) {
-        uint64_t end = c->bindings[i].offset + c->bindings[i].size;
-        weft_taint_set(&b->exec, c->bindings[i].offset, end, f, true);
-        weft_taint_set(&b->known, c->bindings[i].offset, end, f, false);
-      }
-    }
-    weft_failure_release(f);
+  if (!s) { /* no worker to run it: the outputs carry why */
+    for (uint32_t i = 0; i < c->nb; i++) c->bufs[i] = resolve(dev, c->bindings[i].buffer.id);
+    fail_unstarted(dev, err, c->bufs, c->bindings, c->nb);
     dev->stats.launches_failed++;
     cmd_free(c);
     return;
@@ -485,7 +491,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
     cmd_free(c);
     return;
   }
-  weft_stream *s = stream_or_fail(dev, c);
+  weft_stream *s = stream_or_fail(dev, c, b, write);
   if (!s) {
     unstage(dev, c);
     cmd_free(c);
@@ -721,7 +727,21 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
                            o->persistent_memory);
   cfg->persistent = (weft_persistent_policy)o->persistent_memory;
   cfg->layout = (weft_layout){.kind = WEFT_LAYOUT_SUBSLICES};
-  if (o->memory_layout) {
+  if (!o->memory_layout && o->memory_capacity && o->memory_capacity < (UINT64_C(128) << 20)) {
+    /* A device below the default ladder's first rungs would give every
+     * buffer an exclusive page: small buffers share quarter-device pages. */
+    uint64_t page = o->memory_capacity / 4 ? o->memory_capacity / 4 : 1;
+    dev->layout_pools = weft__alloc(&dev->alloc, sizeof(weft_pool_config) * 3, 16);
+    if (!dev->layout_pools) return oom(sizeof(weft_pool_config) * 3, "the memory layout");
+    dev->layout_pools[0] =
+        (weft_pool_config){.kind = WEFT_POOL_EXCLUSIVE, .dealloc_period = WEFT_NO_PERIOD};
+    dev->layout_pools[1] = (weft_pool_config){
+        .kind = WEFT_POOL_SLICED, .page_size = page, .max_slice_size = page / 2 ? page / 2 : 1};
+    dev->layout_pools[2] = (weft_pool_config){
+        .kind = WEFT_POOL_EXCLUSIVE, .max_alloc_size = o->memory_capacity, .dealloc_period = 5000};
+    cfg->layout =
+        (weft_layout){.kind = WEFT_LAYOUT_CUSTOM, .pools = dev->layout_pools, .num_pools = 3};
+  } else if (o->memory_layout) {
     cfg->layout = *o->memory_layout;
     if (cfg->layout.kind == WEFT_LAYOUT_CUSTOM && cfg->layout.pools && cfg->layout.num_pools &&
         cfg->layout.num_pools < 255) {
@@ -877,14 +897,24 @@ weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "buffer size %" PRIu64 " exceeds the largest supported (%" PRIu64 ")",
                            size, (uint64_t)WEFT_MAX_BUFFER_SIZE);
+  /* The buffer's bookkeeping is allocated here, so running out of memory for
+   * it is the caller's error now rather than a mystery later. */
+  size_t bytes = sizeof(weft_buf) + sizeof(uint64_t) * dev->max_streams;
+  weft_buf *b = weft__calloc(&dev->alloc, bytes, 16);
+  if (!b) return oom(bytes, "a buffer");
   cmd *c = cmd_new(dev, CMD_CREATE, 0);
-  if (!c) return oom(sizeof(cmd), "a create command");
+  if (!c) {
+    weft__free(&dev->alloc, b, bytes, 16);
+    return oom(sizeof(cmd), "a create command");
+  }
   uint64_t id;
   st = weft_handles_acquire(&dev->buffers, size, &id);
   if (st) {
+    weft__free(&dev->alloc, b, bytes, 16);
     cmd_free(c);
     return st;
   }
+  c->data = b;
   c->stream = stream;
   c->buffer = id;
   c->len = size;

@@ -57,7 +57,7 @@ void weft__dev_mm_destroy_all(weft_device *dev) {
 /* Processes completions until no task is in flight; other commands that
  * arrive meanwhile are held, in order, for the main loop. Needed before bytes
  * move (relocation): workers hold addresses resolved at dispatch. */
-static void drain(weft_device *dev) {
+void weft__dev_drain(weft_device *dev) {
   weft__dev_flush_all(dev);
   while (dev->inflight) {
     ck_stack_entry_t *e = weft_inbox_take(&dev->inbox);
@@ -102,7 +102,7 @@ static uint64_t relocate_all(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++)
     wanted |= dev->mms[i] && weft_mm_wants_relocation(dev->mms[i]);
   (void)wanted;
-  drain(dev);
+  weft__dev_drain(dev);
   uint64_t moved = 0;
   for (uint32_t i = 0; i < dev->max_streams; i++)
     if (dev->mms[i]) moved += weft_mm_relocate(dev->mms[i], true);
@@ -181,7 +181,7 @@ static weft_status install(weft_device *dev, uint32_t slot, const weft_layout *l
   weft_status st = NULL;
   weft_mm *mm = dev_mm(dev, slot, &st);
   if (!mm) return st;
-  drain(dev);
+  weft__dev_drain(dev);
   if ((st = weft_mm_install(mm, layout))) return st;
   /* The layout of streams created later: an owned copy. */
   weft_pool_config *pools = NULL;
@@ -230,7 +230,7 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
       weft_drop_queue_flush(&dev->drops[slot]);
     }
     weft_storage_flush(dev->storage);
-    drain(dev);
+    weft__dev_drain(dev);
     if (weft_mm_relocate(dev->mms[slot], true)) refresh_addresses(dev);
     weft_mm_cleanup(dev->mms[slot]);
     return NULL;

@@ -8,7 +8,7 @@ SAN=${WEFT_SANITIZE:-}
 BUILD=${WEFT_BUILD_DIR:-build${SAN:+-${SAN//,/-}}}
 CC_ARG=()
 if [ "$SAN" = "thread" ]; then CC_ARG=(-DCMAKE_C_COMPILER=clang); fi
-cmake -S . -B "$BUILD" -G Ninja -DWEFT_SANITIZE="$SAN" "${CC_ARG[@]}" >/dev/null
+cmake -S . -B "$BUILD" -G Ninja -DWEFT_BUILD_TESTS=ON -DWEFT_SANITIZE="$SAN" "${CC_ARG[@]}" >/dev/null
 cmake --build "$BUILD"
 cd "$BUILD"
 if [ "$SAN" = "thread" ]; then

@@ -1,0 +1,481 @@
+/* stress_submit: many producer threads on few streams, checked against a host
+ * model. A plain main() (no Criterion) so that it runs under ThreadSanitizer.
+ *
+ *   stress_submit [scale [seed]]     scale: a positive number (default 1)
+ *
+ * 8 producer threads share one device of 4 streams. Each owns a few buffers
+ * and runs a seeded random program of launches (1-2 inputs from its own or
+ * shared buffers, random streams, so dependencies cross streams all the time),
+ * injected kernel failures, host writes (full and partial), reads, checks,
+ * syncs and release/re-create, keeping a host model of every buffer: its
+ * bytes, or the failure it carries. Every read is checked against the model
+ * (data, or the root error and id of the failure), every kernel call is
+ * counted (no launch lost or run twice, no skipped launch run), and the
+ * device's statistics must match the model's counts. Finally every producer
+ * queues a burst of launches and the device is closed with them still queued:
+ * close must run all of them and give back every block it took.
+ *
+ * Exit status 0 on success; 1 with a message on the first mismatch. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <weft/weft.h>
+
+enum {
+  THREADS = 8,
+  STREAMS = 4,
+  OWN = 6,     /* buffers per producer */
+  SHARED = 4,  /* read-only buffers every producer may read */
+  ELEMS = 256, /* uint32 per buffer */
+  GRID = 4,    /* blocks per launch */
+  MAX_FAILS = 4096,
+  BURST = 300, /* launches left queued at close, per producer */
+};
+
+#define BYTES (ELEMS * sizeof(uint32_t))
+
+/* ---- reporting --------------------------------------------------------------------------- */
+
+static _Atomic int failed;
+static char failure_text[2048];
+static long ops_per_thread; /* set by main before any producer starts */
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&failed, &expected, 1)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(failure_text, sizeof(failure_text), fmt, ap);
+  va_end(ap);
+}
+
+static bool ok(weft_status st, const char *what, int t, int line) {
+  if (!st) return true;
+  char text[1024];
+  weft_error_format(st, text, sizeof(text));
+  fail("thread %d, line %d: %s failed: %s", t, line, what, text);
+  weft_error_free(st);
+  return false;
+}
+#define OK(t, call) ok((call), #call, (t), __LINE__)
+
+/* ---- the kernel ---------------------------------------------------------------------------- */
+
+/* Bindings: 0 = out (WRITE, or READ_WRITE when MIX_ACCUMULATE), 1 = in1,
+ * [2 = in2 when MIX_TWO_INPUTS]. out[i] = a * in1[i] + (in2[i]) + c (+ out[i]).
+ * MIX_FAIL: the first block returns an error named "t<thread>-f<failure>". */
+enum { MIX_TWO_INPUTS = 1, MIX_ACCUMULATE = 2, MIX_FAIL = 4 };
+
+typedef struct mix_args {
+  uint32_t a, c, flags, thread, failure;
+} mix_args;
+
+static _Atomic uint64_t kernel_calls;
+
+static weft_status mix_kernel(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  atomic_fetch_add_explicit(&kernel_calls, 1, memory_order_relaxed);
+  mix_args m;
+  if (ctx->scalar_bytes != sizeof(m)) return weft_error_make(WEFT_ERR_VALIDATION, "scalars");
+  memcpy(&m, ctx->scalars, sizeof(m));
+  if (m.flags & MIX_FAIL)
+    return weft_error_make(WEFT_ERR_GENERIC, "t%" PRIu32 "-f%" PRIu32, m.thread, m.failure);
+  size_t want = (m.flags & MIX_TWO_INPUTS) ? 3 : 2;
+  if (ctx->num_buffers != want) return weft_error_make(WEFT_ERR_VALIDATION, "bindings");
+  uint32_t *out = ctx->buffers[0];
+  const uint32_t *in1 = ctx->buffers[1];
+  const uint32_t *in2 = (m.flags & MIX_TWO_INPUTS) ? ctx->buffers[2] : NULL;
+  uint32_t per = ctx->block[0], start = ctx->block_idx[0] * per;
+  for (uint32_t i = start; i < start + per && i < ELEMS; i++) {
+    uint32_t v = m.a * in1[i] + m.c;
+    if (in2) v += in2[i];
+    if (m.flags & MIX_ACCUMULATE) v += out[i];
+    out[i] = v;
+  }
+  return NULL;
+}
+
+/* ---- the model ------------------------------------------------------------------------------ */
+
+typedef struct model_buf {
+  weft_buffer h;
+  uint32_t data[ELEMS];
+  uint32_t fail; /* 0: clean; else the index of the failure it carries (its thread's table) */
+  uint32_t fail_thread;
+} model_buf;
+
+typedef struct producer {
+  int t;
+  weft_device *dev;
+  weft_kernel mix;
+  model_buf own[OWN];
+  model_buf *shared; /* [SHARED], read-only */
+  uint64_t rng;
+  uint32_t nfails;
+  uint32_t nkernels; /* kernels this thread registered */
+  /* the model's counts */
+  uint64_t launches, run, failed, skipped, calls, reads_checked, failures_seen;
+  pthread_barrier_t *phase;
+} producer;
+
+/* Failure ids as observed, per thread and failure index: ids never change. */
+static _Atomic uint64_t failure_ids[THREADS][MAX_FAILS + 1];
+
+static uint64_t next(producer *p) {
+  uint64_t x = p->rng;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  return p->rng = x;
+}
+
+static uint32_t below(producer *p, uint32_t n) {
+  return (uint32_t)(next(p) % n);
+}
+
+static weft_stream_id pick_stream(producer *p) {
+  /* any id folds onto the 4 slots; the thread's own id sometimes */
+  if (below(p, 5) == 0) return weft_stream_current();
+  return (weft_stream_id)below(p, 3 * STREAMS) + (uint64_t)below(p, 4) * 1000003u;
+}
+
+static model_buf *pick_input(producer *p, const model_buf * not ) {
+  for (;;) {
+    model_buf *b = below(p, 4) == 0 ? &p->shared[below(p, SHARED)] : &p->own[below(p, OWN)];
+    if (b != not ) return b;
+  }
+}
+
+/* Submits one launch and applies it to the model. */
+static bool do_launch(producer *p, bool may_fail) {
+  model_buf *out = &p->own[below(p, OWN)];
+  model_buf *in1 = pick_input(p, out), *in2 = NULL;
+  mix_args m = {.a = below(p, 7) + 1, .c = (uint32_t)next(p), .thread = (uint32_t)p->t};
+  if (below(p, 2)) {
+    in2 = pick_input(p, out);
+    m.flags |= MIX_TWO_INPUTS;
+  }
+  if (below(p, 4) == 0) m.flags |= MIX_ACCUMULATE;
+  if (may_fail && p->nfails < MAX_FAILS) {
+    m.flags |= MIX_FAIL;
+    m.failure = p->nfails + 1;
+  }
+  weft_binding bd[3] = {
+      {out->h, 0, WEFT_WHOLE, (m.flags & MIX_ACCUMULATE) ? WEFT_READ_WRITE : WEFT_WRITE},
+      {in1->h, 0, BYTES, WEFT_READ},
+      {in2 ? in2->h : in1->h, 0, WEFT_WHOLE, WEFT_READ}};
+  const uint32_t grid[3] = {GRID, 1, 1}, block[3] = {ELEMS / GRID, 1, 1};
+  if (!OK(p->t,
+          weft_launch(p->dev, pick_stream(p), p->mix, grid, block, bd, in2 ? 3 : 2, &m, sizeof(m))))
+    return false;
+  p->launches++;
+  /* The read check, in binding order: the first input carrying a failure. */
+  const model_buf *reads[3];
+  int nr = 0;
+  if (m.flags & MIX_ACCUMULATE) reads[nr++] = out;
+  reads[nr++] = in1;
+  if (in2) reads[nr++] = in2;
+  for (int i = 0; i < nr; i++) {
+    if (reads[i]->fail) {
+      out->fail = reads[i]->fail;
+      out->fail_thread = reads[i]->fail_thread;
+      p->skipped++;
+      return true;
+    }
+  }
+  if (m.flags & MIX_FAIL) {
+    p->nfails++;
+    out->fail = m.failure;
+    out->fail_thread = (uint32_t)p->t;
+    p->failed++;
+    p->calls++; /* the first block fails, the rest never run */
+    return true;
+  }
+  for (int i = 0; i < ELEMS; i++) {
+    uint32_t v = m.a * in1->data[i] + m.c;
+    if (in2) v += in2->data[i];
+    if (m.flags & MIX_ACCUMULATE) v += out->data[i];
+    out->data[i] = v;
+  }
+  out->fail = 0;
+  p->run++;
+  p->calls += GRID;
+  return true;
+}
+
+static bool host_write(producer *p, model_buf *b, uint32_t offset, uint32_t n) {
+  uint32_t src[ELEMS];
+  for (uint32_t i = 0; i < n; i++) src[i] = (uint32_t)next(p);
+  if (!OK(p->t, weft_buffer_write(p->dev, pick_stream(p), b->h, offset * 4u, src, n * 4u)))
+    return false;
+  memcpy(b->data + offset, src, n * 4u);
+  if (n == ELEMS) b->fail = 0; /* a full write clears any failure */
+  return true;
+}
+
+/* Reads |b| and compares with the model: the bytes, or the failure. */
+static bool verify(producer *p, const model_buf *b, const char *when, bool whole) {
+  uint32_t got[ELEMS];
+  uint32_t first = 0, n = ELEMS;
+  if (!whole) { /* a random non-empty sub-range */
+    first = below(p, ELEMS);
+    n = below(p, ELEMS - first) + 1;
+  }
+  weft_status st = weft_buffer_read(p->dev, pick_stream(p), b->h, first * 4u, got, n * 4u);
+  p->reads_checked++;
+  if (!b->fail) {
+    if (!OK(p->t, st)) return false;
+    for (uint32_t i = 0; i < n; i++) {
+      if (got[i] != b->data[first + i]) {
+        fail("thread %d (%s): element %" PRIu32 " is %" PRIu32 ", the model says %" PRIu32, p->t,
+             when, first + i, got[i], b->data[first + i]);
+        return false;
+      }
+    }
+    return true;
+  }
+  p->failures_seen++;
+  char text[2048];
+  weft_error_format(st, text, sizeof(text));
+  if (weft_error_kind_of(st) != WEFT_ERR_SEVERAL || weft_error_count(st) != 1) {
+    fail("thread %d (%s): expected failure t%" PRIu32 "-f%" PRIu32 ", read returned %s", p->t, when,
+         b->fail_thread, b->fail, st ? text : "Ok");
+    weft_error_free(st);
+    return false;
+  }
+  weft_status u = weft_error_at(st, 0), root = weft_error_root(u);
+  char want[64];
+  snprintf(want, sizeof(want), "t%" PRIu32 "-f%" PRIu32, b->fail_thread, b->fail);
+  bool good = weft_error_kind_of(u) == WEFT_ERR_UNWRITTEN &&
+              weft_error_kind_of(root) == WEFT_ERR_GENERIC &&
+              strcmp(weft_error_message(root), want) == 0 && weft_error_failure_id(u) != 0 &&
+              weft_error_claimed(u) >= 1;
+  bool named = false;
+  for (size_t i = 0; i < weft_error_chain_length(u); i++)
+    named |= strstr(weft_error_chain_at(u, i), "failed: kernel 'mix") != NULL;
+  if (!good || !named) {
+    fail("thread %d (%s): expected Unwritten{root Generic '%s', the failed launch named}, got %s",
+         p->t, when, want, text);
+    weft_error_free(st);
+    return false;
+  }
+  uint64_t id = weft_error_failure_id(u), seen = 0;
+  _Atomic uint64_t *slot = &failure_ids[b->fail_thread][b->fail];
+  if (!atomic_compare_exchange_strong(slot, &seen, id) && seen != id) {
+    fail("thread %d (%s): failure %s was #%" PRIu64 ", now #%" PRIu64, p->t, when, want, seen, id);
+    weft_error_free(st);
+    return false;
+  }
+  weft_error_free(st);
+  return true;
+}
+
+static bool recreate(producer *p, model_buf *b) {
+  if (!OK(p->t, weft_buffer_release(p->dev, b->h))) return false;
+  if (!OK(p->t, weft_buffer_create(p->dev, pick_stream(p), BYTES, &b->h))) return false;
+  b->fail = 0;
+  return host_write(p, b, 0, ELEMS);
+}
+
+static void *producer_main(void *arg) {
+  producer *p = arg;
+  for (int i = 0; i < OWN; i++) {
+    if (!OK(p->t, weft_buffer_create(p->dev, pick_stream(p), BYTES, &p->own[i].h))) goto out;
+    if (!host_write(p, &p->own[i], 0, ELEMS)) goto out;
+  }
+  /* Phase 1: the random program. */
+  for (long op = 0; op < ops_per_thread && !atomic_load(&failed); op++) {
+    uint32_t r = below(p, 1000);
+    bool good = true;
+    if (r < 500) {
+      good = do_launch(p, false);
+    } else if (r < 520) {
+      good = do_launch(p, true);
+    } else if (r < 640) {
+      good = host_write(p, &p->own[below(p, OWN)], 0, ELEMS);
+    } else if (r < 680) {
+      model_buf *b = &p->own[below(p, OWN)];
+      if (!b->fail) {
+        uint32_t off = below(p, ELEMS), n = below(p, ELEMS - off) + 1;
+        good = host_write(p, b, off, n);
+      }
+    } else if (r < 830) {
+      model_buf *b = below(p, 8) == 0 ? &p->shared[below(p, SHARED)] : &p->own[below(p, OWN)];
+      good = verify(p, b, "random read", below(p, 2));
+    } else if (r < 880) {
+      /* No barrier: whatever completed work shows; only the shape is checked. */
+      weft_buffer hs[OWN];
+      for (int i = 0; i < OWN; i++) hs[i] = p->own[i].h;
+      weft_status st = weft_check(p->dev, hs, OWN);
+      if (st && weft_error_kind_of(st) != WEFT_ERR_SEVERAL)
+        good = OK(p->t, st);
+      else
+        weft_error_free(st);
+    } else if (r < 930) {
+      good = OK(p->t, weft_sync(p->dev, pick_stream(p)));
+    } else if (r < 960) {
+      good = recreate(p, &p->own[below(p, OWN)]);
+    } else if (r < 962 && p->nkernels < 40) {
+      /* Registration races with every other thread's launches. */
+      char name[32];
+      snprintf(name, sizeof(name), "mix_%d_%u", p->t, p->nkernels++);
+      good = OK(p->t, weft_kernel_host(p->dev, name, mix_kernel, NULL, &p->mix));
+    } else {
+      weft_device_stats s;
+      good = OK(p->t, weft_device_stats_get(p->dev, &s));
+    }
+    if (!good) goto out;
+  }
+  for (int i = 0; i < OWN && !atomic_load(&failed); i++) verify(p, &p->own[i], "final read", true);
+out:
+  /* Phase 2: main checks the statistics while nobody submits. */
+  pthread_barrier_wait(p->phase);
+  pthread_barrier_wait(p->phase);
+  /* Phase 3: a burst left queued for close. */
+  for (int i = 0; i < BURST && !atomic_load(&failed); i++)
+    if (!do_launch(p, below(p, 50) == 0)) break;
+  return NULL;
+}
+
+/* Spreads nearby seeds (1, 2, 3...) over unrelated xorshift states. */
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15u;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+  double scale = argc > 1 ? atof(argv[1]) : 1.0;
+  uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 0x5eed5eedu;
+  if (!(scale > 0)) {
+    fprintf(stderr, "usage: %s [scale > 0 [seed]]\n", argv[0]);
+    return 2;
+  }
+  ops_per_thread = (long)(50000 * scale);
+  if (ops_per_thread < 1) ops_per_thread = 1;
+  double t0 = now_s();
+
+  weft_counting_allocator *ca = NULL;
+  if (weft_counting_allocator_create(&ca)) return fprintf(stderr, "no allocator\n"), 1;
+  weft_allocator alloc = weft_counting_allocator_get(ca);
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.max_streams = STREAMS;
+  o.max_tasks = 8;
+  o.allocator = &alloc;
+  weft_device *dev = NULL;
+  if (!ok(weft_device_open(&o, &dev), "weft_device_open", -1, __LINE__)) goto report;
+  weft_kernel mix;
+  if (!ok(weft_kernel_host(dev, "mix", mix_kernel, NULL, &mix), "weft_kernel_host", -1, __LINE__))
+    goto report;
+
+  static model_buf shared[SHARED];
+  for (int i = 0; i < SHARED; i++) {
+    for (int j = 0; j < ELEMS; j++) shared[i].data[j] = (uint32_t)(i * 1000003 + j * 7919);
+    if (!ok(weft_buffer_create(dev, (weft_stream_id)i, BYTES, &shared[i].h), "create", -1,
+            __LINE__) ||
+        !ok(weft_buffer_write(dev, (weft_stream_id)i, shared[i].h, 0, shared[i].data, BYTES),
+            "write", -1, __LINE__))
+      goto report;
+  }
+
+  pthread_barrier_t phase;
+  pthread_barrier_init(&phase, NULL, THREADS + 1);
+  static producer prod[THREADS];
+  pthread_t th[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    prod[t] = (producer){.t = t,
+                         .dev = dev,
+                         .mix = mix,
+                         .shared = shared,
+                         .rng = splitmix64(seed + (uint64_t)t) | 1,
+                         .phase = &phase};
+    if (pthread_create(&th[t], NULL, producer_main, &prod[t]) != 0) {
+      fprintf(stderr, "cannot start producer %d\n", t);
+      return 1;
+    }
+  }
+  /* Phase 1 runs; main polls the statistics and checks the shared buffers
+   * concurrently (stats are scheduler snapshots; check has no barrier). */
+  pthread_barrier_wait(&phase);
+  /* Phase 2: nobody submits. Every slot synced, the counts are final. */
+  for (weft_stream_id s = 0; s < STREAMS; s++) ok(weft_sync(dev, s), "weft_sync", -1, __LINE__);
+  weft_device_stats st;
+  if (ok(weft_device_stats_get(dev, &st), "stats", -1, __LINE__) && !atomic_load(&failed)) {
+    uint64_t launches = 0, run = 0, fl = 0, sk = 0, calls = 0;
+    for (int t = 0; t < THREADS; t++) {
+      launches += prod[t].launches, run += prod[t].run, fl += prod[t].failed;
+      sk += prod[t].skipped, calls += prod[t].calls;
+    }
+    if (st.launches != launches || st.launches_run != run || st.launches_failed != fl ||
+        st.launches_skipped != sk)
+      fail("statistics: launches %" PRIu64 "/%" PRIu64 " run %" PRIu64 "/%" PRIu64
+           " failed %" PRIu64 "/%" PRIu64 " skipped %" PRIu64 "/%" PRIu64 " (device/model)",
+           st.launches, launches, st.launches_run, run, st.launches_failed, fl, st.launches_skipped,
+           sk);
+    if (atomic_load(&kernel_calls) != calls)
+      fail("kernel calls: %" PRIu64 ", the model expects %" PRIu64
+           " (a launch was lost, repeated, or a skipped one ran)",
+           atomic_load(&kernel_calls), calls);
+    if (st.buffers_live != SHARED + THREADS * OWN)
+      fail("buffers_live %" PRIu64 ", expected %d", st.buffers_live, SHARED + THREADS * OWN);
+    printf("phase 1: %" PRIu64 " launches (%" PRIu64 " run, %" PRIu64 " failed, %" PRIu64
+           " skipped), %" PRIu64 " cross-stream waits, %" PRIu64 " kernel calls\n",
+           st.launches, st.launches_run, st.launches_failed, st.launches_skipped,
+           st.cross_stream_waits, atomic_load(&kernel_calls));
+  }
+  for (int i = 0; i < SHARED && !atomic_load(&failed); i++) {
+    uint32_t got[ELEMS];
+    if (ok(weft_buffer_read(dev, (weft_stream_id)i + 1, shared[i].h, 0, got, BYTES), "read", -1,
+           __LINE__) &&
+        memcmp(got, shared[i].data, BYTES) != 0)
+      fail("shared buffer %d changed", i);
+  }
+  pthread_barrier_wait(&phase);
+  /* Phase 3: producers queue their bursts; close while launches are queued. */
+  for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+  pthread_barrier_destroy(&phase);
+  weft_device_close(dev);
+  dev = NULL;
+  {
+    uint64_t calls = 0, launches = 0;
+    for (int t = 0; t < THREADS; t++) calls += prod[t].calls, launches += prod[t].launches;
+    if (!atomic_load(&failed) && atomic_load(&kernel_calls) != calls)
+      fail("after close: %" PRIu64 " kernel calls, the model expects %" PRIu64
+           ": close lost or repeated queued launches",
+           atomic_load(&kernel_calls), calls);
+    weft_alloc_counts c = weft_counting_allocator_counts(ca);
+    if (!atomic_load(&failed) && c.live_blocks != 0)
+      fail("after close: %" PRIu64 " blocks (%" PRIu64 " bytes) still live", c.live_blocks,
+           c.live_bytes);
+    uint64_t reads = 0, seen = 0;
+    for (int t = 0; t < THREADS; t++) reads += prod[t].reads_checked, seen += prod[t].failures_seen;
+    printf("total: %" PRIu64 " launches, %" PRIu64 " kernel calls, %" PRIu64
+           " reads checked (%" PRIu64 " reported failures), seed %#" PRIx64 ", scale %g, %.2f s\n",
+           launches, atomic_load(&kernel_calls), reads, seen, seed, scale, now_s() - t0);
+  }
+
+report:
+  weft_device_close(dev);
+  weft_counting_allocator_destroy(ca);
+  if (atomic_load(&failed)) {
+    fprintf(stderr, "stress_submit: FAILED: %s\n", failure_text);
+    return 1;
+  }
+  printf("stress_submit: OK\n");
+  return 0;
+}
