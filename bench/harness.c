@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define WB_MAX_BENCHES  64
+#define WB_MAX_SECTIONS 8
 #define WB_QUICK_FACTOR 0.1 /* --quick: 1/10 of the iterations */
 #define WB_MAX_REPS     100000u
 
@@ -23,6 +24,8 @@
 
 static const wb_bench *registry[WB_MAX_BENCHES];
 static size_t nregistered;
+static const wb_section *sections[WB_MAX_SECTIONS];
+static size_t nsections;
 
 static int find_bench(const char *name) {
   for (size_t i = 0; i < nregistered; i++)
@@ -36,6 +39,13 @@ void wb_register(const wb_bench *b) {
   if (find_bench(b->name) >= 0) wb_fatal("benchmark %s is registered twice", b->name);
   if (nregistered == WB_MAX_BENCHES) wb_fatal("more than %d benchmarks", WB_MAX_BENCHES);
   registry[nregistered++] = b;
+}
+
+void wb_register_section(const wb_section *s) {
+  if (!s || !s->json_key || !s->print_table || !s->print_json)
+    wb_fatal("a report section without a JSON key or a print function was registered");
+  if (nsections == WB_MAX_SECTIONS) wb_fatal("more than %d report sections", WB_MAX_SECTIONS);
+  sections[nsections++] = s;
 }
 
 uint64_t wb_now_ns(void) {
@@ -428,6 +438,14 @@ static void json_number(FILE *f, double v) {
     fputs("null", f);
 }
 
+void wb_json_string(FILE *f, const char *s) {
+  json_string(f, s);
+}
+
+void wb_json_number(FILE *f, double v) {
+  json_number(f, v);
+}
+
 static void print_json(FILE *f, const wb_config *cfg, const wb_host *h, const wb_result *rs,
                        size_t n) {
   char stamp[32] = "";
@@ -492,7 +510,14 @@ static void print_json(FILE *f, const wb_config *cfg, const wb_host *h, const wb
     }
     fputs("]}", f);
   }
-  fputs(n ? "\n  ]\n}\n" : "]\n}\n", f);
+  fputs(n ? "\n  ]" : "]", f);
+  for (size_t i = 0; i < nsections; i++) {
+    fputs(",\n  ", f);
+    json_string(f, sections[i]->json_key);
+    fputs(": ", f);
+    sections[i]->print_json(f);
+  }
+  fputs("\n}\n", f);
 }
 
 static void list_benches(void) {
@@ -576,6 +601,8 @@ int wb_main(int argc, char **argv) {
   }
 
   print_table(table, &cfg, &host, rs, n);
+  bool sections_ok = true;
+  for (size_t i = 0; i < nsections; i++) sections_ok &= sections[i]->print_table(table);
   rc = 0;
   if (fflush(table) != 0) rc = 1;
   if (json) {
@@ -585,6 +612,10 @@ int wb_main(int argc, char **argv) {
               strerror(errno));
       rc = 1;
     }
+  }
+  if (!sections_ok) {
+    fputs("weft-bench: a check of the report failed (see the WARNING lines above)\n", stderr);
+    rc = 1;
   }
   for (size_t i = 0; i < n; i++) free(rs[i].samples);
   free(rs);

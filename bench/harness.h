@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <weft/weft.h>
 
@@ -69,6 +70,27 @@ void wb_check_pthread(int rc, const char *what);
 uint64_t wb_run_threads(unsigned nthreads, uint64_t total,
                         void (*body)(void *state, unsigned idx, uint64_t count), void *state);
 
+/* A report section: results that are not times per operation (e.g. the
+ * memory benchmarks' peaks and storage-call counts), printed after the main
+ * table and written to the JSON document as one more top-level member. */
+typedef struct wb_section {
+  const char *json_key; /* the top-level JSON member; must not clash with the harness's */
+  /* Prints the section's table to |f| (nothing when none of its benchmarks
+   * ran). Returns false when it reports a failed check: the program then
+   * exits with status 1 once every report is written. */
+  bool (*print_table)(FILE *f);
+  /* Writes the member's value (e.g. an array, [] when nothing ran). */
+  void (*print_json)(FILE *f);
+} wb_section;
+
+/* Adds |s| (borrowed, like a wb_bench); sections print in registration order. */
+void wb_register_section(const wb_section *s);
+
+/* JSON helpers for sections: a quoted, escaped string; a number ("null" when
+ * not finite). */
+void wb_json_string(FILE *f, const char *s);
+void wb_json_number(FILE *f, double v);
+
 /* Runs the program: parses |argv|, runs the selected benchmarks and prints
  * the report. Returns the process exit status (0, 1 on a failed write of the
  * report, 2 on bad command-line input). */
@@ -76,5 +98,6 @@ int wb_main(int argc, char **argv);
 
 /* Registration functions of the benchmark files (called by bench/main.c). */
 void wb_register_launch(void);
+void wb_register_memory(void);
 
 #endif

@@ -4,5 +4,6 @@
 
 int main(int argc, char **argv) {
   wb_register_launch();
+  wb_register_memory();
   return wb_main(argc, argv);
 }

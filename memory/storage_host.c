@@ -16,6 +16,9 @@ typedef struct host_storage {
   uint64_t capacity, allocated, next_id;
   uint64_t calls, fail_at; /* failpoint: the fail_at-th call fails (0: never) */
   weft_error_kind fail_kind;
+  uint64_t fail_calls[16]; /* more failpoints: absolute call numbers */
+  weft_error_kind fail_kinds[16];
+  uint32_t nfail;
 } host_storage;
 
 static uint64_t padded(uint64_t size) {
@@ -28,6 +31,10 @@ static weft_status host_alloc(weft_storage *s, uint64_t size, weft_storage_handl
   if (++h->calls == h->fail_at)
     return weft_error_make_sized(h->fail_kind, size, "failpoint: storage allocation %" PRIu64,
                                  h->calls);
+  for (uint32_t i = 0; i < h->nfail; i++)
+    if (h->fail_calls[i] == h->calls)
+      return weft_error_make_sized(h->fail_kinds[i], size,
+                                   "failpoint: storage allocation %" PRIu64, h->calls);
   if (h->capacity && bytes > h->capacity)
     return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, size,
                                  "the host device holds at most %" PRIu64 " bytes", h->capacity);
@@ -86,6 +93,14 @@ void weft_storage_host_fail_at(weft_storage *s, uint64_t n, weft_error_kind kind
   host_storage *h = (host_storage *)s;
   h->fail_at = n ? h->calls + n : 0;
   h->fail_kind = kind;
+}
+
+bool weft_storage_host_fail_call(weft_storage *s, uint64_t n, weft_error_kind kind) {
+  host_storage *h = (host_storage *)s;
+  if (h->nfail == 16) return false;
+  h->fail_calls[h->nfail] = n;
+  h->fail_kinds[h->nfail++] = kind;
+  return true;
 }
 
 uint64_t weft_storage_host_alloc_calls(const weft_storage *s) {

@@ -13,6 +13,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -43,6 +44,8 @@ static void cmd_submit(weft_device *dev, cmd *c) {
   weft_inbox_push(&dev->inbox, &c->task.link);
 }
 
+static weft_status install_failpoints(weft_device *dev, const char *spec);
+
 static weft_status oom(size_t bytes, const char *what) {
   return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for %s", what);
 }
@@ -53,6 +56,8 @@ static weft_status check_device(weft_device *dev) {
   if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
   if (atomic_load_explicit(&dev->closing, memory_order_acquire))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closed");
+  if (atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1)
+    return weft_error_clone(dev->poison_error);
   return NULL;
 }
 
@@ -66,10 +71,15 @@ static weft_status check_blocking(weft_device *dev) {
   return st;
 }
 
+/* A buffer as reports print it: the slot index names a live buffer. */
+static void buf_name(uint64_t id, char *buf, size_t cap) {
+  snprintf(buf, cap, "buffer #%" PRIu32, (uint32_t)id);
+}
+
 static weft_status lookup_buffer(weft_device *dev, weft_buffer b, uint64_t *size) {
   if (!weft_handles_lookup(&dev->buffers, b.id, size)) {
     char name[48];
-    weft_failure_buffer_name(name, sizeof(name), b.id);
+    buf_name(b.id, name, sizeof(name));
     return weft_error_make(WEFT_ERR_NOT_FOUND,
                            "%s is not a live buffer of this device (released, stale or forged)",
                            name);
@@ -97,18 +107,29 @@ static weft_buf *resolve(weft_device *dev, uint64_t id) {
 
 static weft_status not_found(uint64_t id) {
   char name[48];
-  weft_failure_buffer_name(name, sizeof(name), id);
+  buf_name(id, name, sizeof(name));
   return weft_error_make(WEFT_ERR_NOT_FOUND, "%s was released before this command reached it",
                          name);
 }
 
 static void buf_free(weft_device *dev, weft_buf *b) {
-  weft_taint_clear(&b->exec, true);
-  weft_taint_clear(&b->known, false);
+  /* Freeing sheds every claim: a freed tainted buffer leaves no node behind. */
+  weft_taint_clear(&b->taint, &dev->alloc, &dev->failures.graph);
+  weft_taint_clear(&b->exec, &dev->alloc, NULL);
+  if (b->unalloc) weft_graph_forget_unallocated(&dev->failures.graph, b->id);
   if (b->allocated) weft_mm_free(b->mm, &b->mem);
   dev->stats.buffers_live--;
   weft_handles_recycle(&dev->buffers, b->id);
   weft__free(&dev->alloc, b, sizeof(*b) + sizeof(uint64_t) * dev->max_streams, 16);
+}
+
+/* The reservation (or the late mapping) of |b| failed: it is unallocated and
+ * carries the reason, which reads and launches report. */
+static void buf_unallocated(weft_device *dev, weft_buf *b, weft_status why) {
+  b->allocated = false;
+  b->ptr = NULL;
+  weft_failures_fail_unallocated(&dev->failures, b->id, why);
+  b->unalloc = weft_graph_unallocated_failure(&dev->failures.graph, b->id);
 }
 
 static void buf_unpin(weft_device *dev, weft_buf *b) {
@@ -116,11 +137,6 @@ static void buf_unpin(weft_device *dev, weft_buf *b) {
 }
 
 static uint32_t slot_of(weft_device *dev, weft_stream_id id);
-
-static weft_failure *mint(weft_device *dev, weft_status root) {
-  uint64_t id = atomic_fetch_add_explicit(&dev->failure_ids, 1, memory_order_relaxed) + 1;
-  return weft_failure_new(id, root);
-}
 
 static void do_create(weft_device *dev, cmd *c) {
   weft_handle_slot *s = weft_handles_slot(&dev->buffers, c->buffer);
@@ -137,13 +153,7 @@ static void do_create(weft_device *dev, cmd *c) {
     b->allocated = true;
     return;
   }
-  /* The reservation failed: the buffer carries the reason as an unallocated
-   * claim over all its bytes, which reads and launches report. */
-  weft_failure *f = mint(dev, st);
-  if (!f) return;
-  weft_taint_set(&b->exec, 0, b->size ? b->size : 1, f, true);
-  weft_taint_set(&b->known, 0, b->size ? b->size : 1, f, false);
-  weft_failure_release(f);
+  buf_unallocated(dev, b, st);
 }
 
 void weft__dev_release_now(weft_device *dev, uint64_t buffer) {
@@ -275,61 +285,88 @@ static void *buf_ptr(weft_buf *b, uint64_t offset) {
   return (char *)b->ptr + offset;
 }
 
-static void run_write(weft_task *t) {
-  cmd *c = (cmd *)t;
-  weft_buf *b = c->bufs[0];
-  if (!b->ptr) return; /* the buffer keeps the reason it has no memory */
-  memcpy(buf_ptr(b, c->offset), c->data, c->len);
-  weft_taint_written(&b->exec, c->offset, c->offset + c->len, true);
-}
-
-static void run_read(weft_task *t) {
-  cmd *c = (cmd *)t;
-  weft_buf *b = c->bufs[0];
-  weft_failure *f = b->ptr ? weft_taint_get(&b->exec, c->offset, c->offset + c->len) : b->exec.f;
-  weft_status st = NULL;
-  if (f)
-    st = weft_failure_reports(&f, &b->id, 1);
-  else if (!b->ptr)
-    st = not_found(b->id);
-  else if (c->len)
-    memcpy(c->data, buf_ptr(b, c->offset), c->len);
-  weft__token_complete(c->token, st);
-}
-
-static void run_barrier(weft_task *t) {
-  cmd *c = (cmd *)t;
-  weft__token_complete(c->token, NULL);
-}
-
 static bool is_write(weft_access a) {
   return (a & WEFT_WRITE) != 0;
 }
 
-/* Taints every written binding of a launch that did not run with |f|. */
-static void taint_outputs(cmd *c, weft_failure *f) {
-  for (uint32_t i = 0; i < c->nb; i++) {
-    weft_buf *b = c->bufs[i];
-    if (b && is_write(c->bindings[i].access))
-      weft_taint_set(&b->exec, c->bindings[i].offset, c->bindings[i].offset + c->bindings[i].size,
-                     f, true);
+static weft_range range_of(uint64_t offset, uint64_t size) {
+  return (weft_range){offset, offset + size};
+}
+
+/* 1 once the poison error is published (2 while it is being written). */
+static bool poisoned(const weft_device *dev) {
+  return atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1;
+}
+
+/* Poisons the device once: the error is published before the flag, and the
+ * embedder hears of it. Every later task completes as a no-op. */
+static void poison(weft_device *dev, weft_status why) {
+  uint32_t expected = 0;
+  if (!atomic_compare_exchange_strong(&dev->poisoned, &expected, 2)) {
+    weft_error_free(why);
+    return;
   }
+  dev->poison_error = why;
+  atomic_store_explicit(&dev->poisoned, 1, memory_order_release);
+  weft_poison_fn fn = atomic_load_explicit(&dev->on_poison, memory_order_acquire);
+  if (fn) fn(atomic_load_explicit(&dev->on_poison_user, memory_order_acquire), why);
+}
+
+static void run_write(weft_task *t) {
+  cmd *c = (cmd *)t;
+  weft_buf *b = c->bufs[0];
+  if (poisoned(c->dev)) {
+    c->result = OUT_POISONED;
+    return;
+  }
+  c->result = OUT_RUN;
+  if (!b->ptr) return; /* unallocated: the buffer keeps the reason */
+  memcpy(buf_ptr(b, c->offset), c->data, c->len);
+  weft_taint_written(&b->exec, &c->dev->alloc, NULL, range_of(c->offset, c->len));
+}
+
+/* The bytes are copied here; whether they can be trusted is answered by the
+ * scheduler from the error graph when the read completes, after every
+ * failure it depends on has been applied. */
+static void run_read(weft_task *t) {
+  cmd *c = (cmd *)t;
+  weft_buf *b = c->bufs[0];
+  if (poisoned(c->dev)) {
+    c->result = OUT_POISONED;
+    return;
+  }
+  c->result = OUT_RUN;
+  if (b->ptr && c->len) memcpy(c->data, buf_ptr(b, c->offset), c->len);
+}
+
+static void run_barrier(weft_task *t) {
+  cmd *c = (cmd *)t;
+  c->result = poisoned(c->dev) ? OUT_POISONED : OUT_RUN;
+  weft__token_complete(c->token,
+                       c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
+}
+
+/* The execution view of every output takes |f| over its bytes. */
+static void exec_taint_outputs(cmd *c, weft_failure_id f) {
+  for (uint32_t i = 0; f && i < c->nb; i++)
+    if (c->bufs[i] && is_write(c->bindings[i].access))
+      weft_taint_set(&c->bufs[i]->exec, &c->dev->alloc, NULL,
+                     range_of(c->bindings[i].offset, c->bindings[i].size), f);
 }
 
 static void fail_launch(cmd *c, weft_status err) {
-  weft_failure *f = mint(c->dev, err);
-  if (f) {
-    f->origin_kernel = c->dev->kernels[c->kernel].name;
-    f->origin_launch = c->launch_no;
-    taint_outputs(c, f);
-  }
-  c->failure = f;
   c->result = OUT_FAILED;
+  c->error = err;
+  exec_taint_outputs(c, c->p); /* the scope's id: tainted unless proven written */
 }
 
 static void run_launch(weft_task *t) {
   cmd *c = (cmd *)t;
   weft_device *dev = c->dev;
+  if (poisoned(dev)) {
+    c->result = OUT_POISONED;
+    return;
+  }
   if (c->preset) {
     weft_status err = c->preset;
     c->preset = NULL;
@@ -337,25 +374,32 @@ static void run_launch(weft_task *t) {
     return;
   }
   /* The read check: an input left unwritten by a failure (or never
-   * allocated) stops the launch; its outputs carry the root failure. */
+   * allocated) stops the launch; its outputs carry the root failure. A
+   * garbage input could be a grid size or gather indices: never run on it. */
   for (uint32_t i = 0; i < c->nb; i++) {
     weft_buf *b = c->bufs[i];
     const weft_binding *bd = &c->bindings[i];
-    weft_failure *f = NULL;
+    weft_failure_id f = 0;
     if (!b->ptr)
-      f = b->exec.f;
+      f = b->unalloc;
     else if (bd->access & WEFT_READ)
-      f = weft_taint_get(&b->exec, bd->offset, bd->offset + bd->size);
+      f = weft_taint_failure(&b->exec, range_of(bd->offset, bd->size));
     if (!f) continue;
-    weft_skip_record rec = {
-        .kernel = dev->kernels[c->kernel].name, .launch = c->launch_no, .needed = b->id};
-    for (uint32_t j = 0; j < c->nb; j++)
-      if (is_write(c->bindings[j].access)) rec.produced[rec.nproduced++] = c->bufs[j]->id;
-    weft_failure_skipped(f, &rec);
-    taint_outputs(c, f);
-    weft_failure_retain(f);
-    c->failure = f;
     c->result = OUT_SKIPPED;
+    c->skip = (weft_read_failure){f, b->id};
+    exec_taint_outputs(c, f);
+    return;
+  }
+  if (c->poison) {
+    poison(dev, weft_error_make(WEFT_ERR_DEVICE_POISONED,
+                                "failpoint: poisoned by launch %" PRIu64 " ('%s')", c->launch_no,
+                                dev->kernels[c->kernel].name));
+    c->result = OUT_POISONED;
+    return;
+  }
+  if (c->inject != WEFT_OK) {
+    fail_launch(c, weft_error_make(c->inject, "failpoint: launch %" PRIu64 " of kernel '%s'",
+                                   c->launch_no, dev->kernels[c->kernel].name));
     return;
   }
   uint64_t sizes[WEFT_MAX_BINDINGS];
@@ -384,8 +428,8 @@ static void run_launch(weft_task *t) {
   }
   for (uint32_t i = 0; i < c->nb; i++)
     if (is_write(c->bindings[i].access))
-      weft_taint_written(&c->bufs[i]->exec, c->bindings[i].offset,
-                         c->bindings[i].offset + c->bindings[i].size, true);
+      weft_taint_written(&c->bufs[i]->exec, &dev->alloc, NULL,
+                         range_of(c->bindings[i].offset, c->bindings[i].size));
   c->result = OUT_RUN;
 }
 
@@ -405,14 +449,15 @@ static void on_task_done(void *ctx, weft_task *t) {
 static void fail_unstarted(weft_device *dev, weft_status err, weft_buf *const *bufs,
                            const weft_binding *bindings, uint32_t n) {
   weft__dev_drain(dev);
-  weft_failure *f = mint(dev, err);
+  weft_error_graph *g = &dev->failures.graph;
+  weft_failure_id f = weft_graph_insert(g, err, NULL);
   for (uint32_t i = 0; f && i < n; i++) {
-    if (!bufs[i] || !is_write(bindings[i].access)) continue;
-    uint64_t o = bindings[i].offset, e = o + bindings[i].size;
-    weft_taint_set(&bufs[i]->exec, o, e, f, true);
-    weft_taint_set(&bufs[i]->known, o, e, f, false);
+    if (!bufs[i] || !bufs[i]->allocated || !is_write(bindings[i].access)) continue;
+    weft_range r = range_of(bindings[i].offset, bindings[i].size);
+    weft_taint_set(&bufs[i]->taint, &dev->alloc, g, r, f);
+    weft_taint_set(&bufs[i]->exec, &dev->alloc, NULL, r, f);
   }
-  weft_failure_release(f);
+  weft_graph_prune(g, f); /* claimed nothing: gone */
 }
 
 static weft_stream *stream_or_fail(weft_device *dev, cmd *c, weft_buf *b, bool write) {
@@ -435,14 +480,21 @@ static weft_stream *stream_or_fail(weft_device *dev, cmd *c, weft_buf *b, bool w
 static void buf_map(weft_device *dev, weft_buf *b) {
   if (!b->allocated || b->ptr) return;
   weft_status st = weft_mm_resolve(b->mm, &b->mem, &b->ptr);
-  if (!st) return;
-  b->ptr = NULL;
-  b->allocated = false;
-  weft_failure *f = mint(dev, st);
-  if (!f) return;
-  weft_taint_set(&b->exec, 0, b->size, f, true);
-  weft_taint_set(&b->known, 0, b->size, f, false);
-  weft_failure_release(f);
+  if (st) buf_unallocated(dev, b, st);
+}
+
+/* The id of the write scope the task will run in: minted now (the worker
+ * writes it into execution views), inserted into the graph only if needed.
+ * An empty write set mints nothing. */
+static weft_failure_id scope_id(weft_device *dev, const cmd *c) {
+  bool writes = c->kind == CMD_WRITE;
+  for (uint32_t i = 0; i < c->nb && !writes; i++)
+    writes = is_write(c->bindings[i].access) && c->bindings[i].size;
+  if (!writes) return 0;
+  weft_status err = NULL;
+  weft_failure_id p = weft_graph_mint(&dev->failures.graph, &err);
+  weft_error_free(err); /* exhausted ids: the scope runs without a provisional */
+  return p;
 }
 
 static void sched_launch(weft_device *dev, cmd *c) {
@@ -475,6 +527,10 @@ static void sched_launch(weft_device *dev, cmd *c) {
     order(dev, b, is_write(c->bindings[i].access), s->slot, seq, w);
   }
   set_waits(dev, c, w);
+  c->p = scope_id(dev, c);
+  const char *kname = dev->kernels[c->kernel].name;
+  c->inject = weft_failpoints_launch(&dev->failpoints, c->launch_no, kname);
+  c->poison = weft_failpoints_poisons(&dev->failpoints, c->launch_no);
   c->task.run = run_launch;
   dispatch(dev, s, c);
 }
@@ -503,6 +559,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   b->pending++;
   order(dev, b, write, s->slot, s->submitted + 1, w);
   set_waits(dev, c, w);
+  if (write) c->p = scope_id(dev, c);
   c->task.run = write ? run_write : run_read;
   dispatch(dev, s, c);
   if (c->staged) { /* the drop queue frees the bytes once the stream consumed them */
@@ -528,10 +585,23 @@ static void sched_sync(weft_device *dev, cmd *c) {
   flush(dev, slot);
 }
 
+/* A target for the failure store: the buffer's graph-tagged taint. */
+static weft_target target(weft_buf *b, uint64_t offset, uint64_t size) {
+  return (weft_target){.taint = &b->taint,
+                       .memory = b->id,
+                       .range = range_of(offset, size),
+                       .allocated = b->allocated};
+}
+
 static void sched_check(weft_device *dev, cmd *c) {
-  /* Answered from the scheduler's view, without a barrier: what completed
-   * work has shown so far. */
-  weft_failure **fs = (weft_failure **)(c->handles + c->nb);
+  /* Answered from the error graph, without a barrier: what completed work
+   * has shown so far. */
+  weft_target *t = weft_failures_write_set(&dev->failures, c->nb);
+  if (!t) {
+    weft__token_complete(c->token, oom(sizeof(weft_target) * c->nb, "a check"));
+    cmd_free(c);
+    return;
+  }
   for (uint32_t i = 0; i < c->nb; i++) {
     weft_buf *b = resolve(dev, c->handles[i]);
     if (!b) {
@@ -539,34 +609,47 @@ static void sched_check(weft_device *dev, cmd *c) {
       cmd_free(c);
       return;
     }
-    fs[i] = b->known.f;
+    t[i] = target(b, 0, b->size);
   }
-  weft__token_complete(c->token, weft_failure_reports(fs, c->handles, c->nb));
+  weft__token_complete(c->token, weft_failures_ensure_written(&dev->failures, t, c->nb));
   cmd_free(c);
 }
 
 /* ---- scheduler: completions
  * ------------------------------------------------------------------------------ */
 
+/* Applies a launch's outcome to the error graph, in the order the work ran:
+ * every launch runs inside enter_write/exit_write; a skip never enters a
+ * scope, it propagates the root. */
 static void complete_launch(weft_device *dev, cmd *c) {
-  for (uint32_t i = 0; i < c->nb; i++) {
-    weft_buf *b = c->bufs[i];
-    if (!b) continue;
-    if (is_write(c->bindings[i].access)) {
-      uint64_t o = c->bindings[i].offset, e = o + c->bindings[i].size;
-      if (c->failure)
-        weft_taint_set(&b->known, o, e, c->failure, false);
-      else if (c->result == OUT_RUN)
-        weft_taint_written(&b->known, o, e, false);
-    }
-  }
-  if (c->result == OUT_RUN)
+  weft_failures *fs = &dev->failures;
+  weft_target *w = weft_failures_write_set(fs, c->nb);
+  uint32_t nw = 0;
+  for (uint32_t i = 0; w && i < c->nb; i++)
+    if (c->bufs[i] && is_write(c->bindings[i].access))
+      w[nw++] = target(c->bufs[i], c->bindings[i].offset, c->bindings[i].size);
+  switch (c->result) {
+  case OUT_RUN:
     dev->stats.launches_run++;
-  else if (c->result == OUT_SKIPPED)
-    dev->stats.launches_skipped++;
-  else
+    if (w) weft_failures_exit_write(fs, weft_failures_enter_write(fs, c->p, w, nw), w, nw, NULL);
+    break;
+  case OUT_FAILED: {
     dev->stats.launches_failed++;
-  weft_failure_release(c->failure);
+    weft_failure_id p = w ? weft_failures_enter_write(fs, c->p, w, nw) : 0;
+    if (p) weft_graph_set_origin(&fs->graph, p, c->kernel, c->launch_no);
+    weft_failures_exit_write(fs, p, w, nw, c->error);
+    c->error = NULL;
+    break;
+  }
+  case OUT_SKIPPED:
+    dev->stats.launches_skipped++;
+    if (w) weft_failures_propagate(fs, &c->skip, c->kernel, c->launch_no, w, nw);
+    break;
+  default: /* poisoned: the device answers every later question itself */
+    break;
+  }
+  weft_error_free(c->error);
+  weft_error_free(c->preset);
   for (uint32_t i = 0; i < c->nb; i++)
     if (c->bufs[i]) buf_unpin(dev, c->bufs[i]);
 }
@@ -577,14 +660,29 @@ static void complete(weft_device *dev, cmd *c) {
   case CMD_LAUNCH:
     complete_launch(dev, c);
     break;
-  case CMD_WRITE:
-    if (c->bufs[0]->ptr)
-      weft_taint_written(&c->bufs[0]->known, c->offset, c->offset + c->len, false);
-    buf_unpin(dev, c->bufs[0]);
+  case CMD_WRITE: {
+    weft_buf *b = c->bufs[0];
+    if (c->result == OUT_RUN && b->allocated) { /* a host copy runs in a write scope too */
+      weft_target t = target(b, c->offset, c->len);
+      weft_failures_exit_write(&dev->failures,
+                               weft_failures_enter_write(&dev->failures, c->p, &t, 1), &t, 1, NULL);
+    }
+    buf_unpin(dev, b);
     break;
-  case CMD_READ:
-    buf_unpin(dev, c->bufs[0]);
+  }
+  case CMD_READ: {
+    weft_buf *b = c->bufs[0];
+    weft_status st;
+    if (c->result == OUT_POISONED) {
+      st = weft_error_clone(dev->poison_error);
+    } else {
+      weft_target t = target(b, c->offset, c->len);
+      st = weft_failures_ensure_written(&dev->failures, &t, 1);
+    }
+    weft__token_complete(c->token, st);
+    buf_unpin(dev, b);
     break;
+  }
   default:
     break;
   }
@@ -622,6 +720,7 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     sched_check(dev, c);
     break;
   case CMD_STATS:
+    dev->stats.failures_live = weft_graph_len(&dev->failures.graph);
     *c->stats_out = dev->stats;
     weft__token_complete(c->token, NULL);
     cmd_free(c);
@@ -632,6 +731,10 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     break;
   case CMD_MEMORY:
     weft__dev_memory_call(dev, c);
+    cmd_free(c);
+    break;
+  case CMD_FAILPOINTS:
+    weft__token_complete(c->token, install_failpoints(dev, c->data));
     cmd_free(c);
     break;
   }
@@ -706,9 +809,6 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "max_tasks must be at least 1");
   if (out->strategy != WEFT_STRATEGY_INTERLEAVE && out->strategy != WEFT_STRATEGY_SEQUENTIAL)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown strategy %d", (int)out->strategy);
-  if (out->failpoints && out->failpoints[0])
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                           "failpoints are not supported by this version: '%s'", out->failpoints);
   if (out->allocator && (!out->allocator->alloc || !out->allocator->free))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "allocator has a NULL function");
   return NULL;
@@ -765,6 +865,29 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
   return NULL;
 }
 
+static const char *kernel_name(void *ctx, uint32_t k) {
+  weft_device *dev = ctx;
+  return k < WEFT_MAX_KERNELS ? dev->kernels[k].name : NULL;
+}
+
+static void memory_name(void *ctx, uint64_t memory, char *buf, size_t cap) {
+  (void)ctx;
+  buf_name(memory, buf, cap);
+}
+
+/* Parses |spec| into the device's failpoints; storage ones go to the storage. */
+static weft_status install_failpoints(weft_device *dev, const char *spec) {
+  weft_failpoints fp = dev->failpoints;
+  uint32_t before = fp.nallocs;
+  weft_status st = weft_failpoints_parse(spec, &fp);
+  if (st) return st;
+  for (uint32_t i = before; i < fp.nallocs; i++)
+    if (!weft_storage_host_fail_call(dev->storage, fp.allocs[i].n, fp.allocs[i].kind))
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "too many alloc failpoints");
+  dev->failpoints = fp;
+  return NULL;
+}
+
 weft_status weft_device_open(const weft_device_options *opts, weft_device **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
@@ -807,12 +930,18 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
       st = oom(sizeof(weft_drop_queue) * o.max_streams, "the memory managers");
   }
   if (!st) st = memory_config(dev, &o);
+  weft_failures_init(&dev->failures, &dev->alloc);
+  dev->failures.graph.namer =
+      (weft_graph_namer){.kernel = kernel_name, .memory = memory_name, .ctx = dev};
+  if (!st) st = install_failpoints(dev, o.failpoints);
+  if (!st) st = install_failpoints(dev, getenv("WEFT_FAILPOINTS"));
   if (!st) {
     int rc = pthread_create(&dev->thread, NULL, scheduler_main, dev);
     if (rc != 0)
       st = weft_error_make(WEFT_ERR_GENERIC, "cannot start the scheduler thread (error %d)", rc);
   }
   if (st) {
+    weft_failures_destroy(&dev->failures);
     weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * o.max_streams, 16);
@@ -860,6 +989,8 @@ void weft_device_close(weft_device *dev) {
     weft__free(&dev->alloc, k->name, k->name_cap, 1);
   }
   weft__dev_mm_destroy_all(dev);
+  weft_failures_destroy(&dev->failures);
+  weft_error_free(dev->poison_error);
   weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * dev->max_streams, 16);
@@ -1139,7 +1270,7 @@ weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
   for (size_t i = 0; i < n; i++)
     if ((st = lookup_buffer(dev, bufs[i], NULL))) return st;
   if (n == 0) return NULL;
-  size_t extra = (sizeof(uint64_t) + sizeof(weft_failure *)) * n;
+  size_t extra = sizeof(uint64_t) * n;
   cmd *c = cmd_new(dev, CMD_CHECK, extra);
   if (!c) return oom(extra, "a check command");
   c->handles = (uint64_t *)((char *)c + align8(sizeof(cmd)));
@@ -1164,4 +1295,34 @@ weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
   c->stats_out = out;
   cmd_submit(dev, c);
   return weft__token_wait(&tok);
+}
+
+weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn, void *user) {
+  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  /* release: a worker that loads the function sees its user pointer. */
+  atomic_store_explicit(&dev->on_poison_user, user, memory_order_release);
+  atomic_store_explicit(&dev->on_poison, fn, memory_order_release);
+  return NULL;
+}
+
+weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
+  weft_status st = check_blocking(dev);
+  if (st) return st;
+  if (!spec) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "spec is NULL");
+  size_t len = strlen(spec);
+  cmd *c = cmd_new(dev, CMD_FAILPOINTS, len + 1);
+  if (!c) return oom(len + 1, "a failpoints command");
+  c->data = (char *)c + align8(sizeof(cmd));
+  memcpy(c->data, spec, len + 1);
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  cmd_submit(dev, c);
+  return weft__token_wait(&tok);
+}
+
+weft_status weft_device_poisoned(weft_device *dev) {
+  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  if (!poisoned(dev)) return NULL;
+  return weft_error_clone(dev->poison_error);
 }

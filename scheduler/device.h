@@ -8,10 +8,11 @@
 #ifndef WEFT_SCHEDULER_DEVICE_H
 #define WEFT_SCHEDULER_DEVICE_H
 
-#include "core/failure.h"
+#include "core/failpoints.h"
 #include "core/handles.h"
 #include "memory/drop_queue.h"
 #include "memory/memory.h"
+#include "streams/failures.h"
 #include "streams/stream.h"
 
 typedef struct weft_buf weft_buf;
@@ -26,10 +27,11 @@ typedef enum cmd_kind {
   CMD_CHECK,
   CMD_STATS,
   CMD_SHUTDOWN,
-  CMD_MEMORY, /* a memory call: usage, report, cleanup, install, mode, dry run */
+  CMD_MEMORY,     /* a memory call: usage, report, cleanup, install, mode, dry run */
+  CMD_FAILPOINTS, /* data: the spec */
 } cmd_kind;
 
-typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED } outcome;
+typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED } outcome;
 
 typedef struct cmd {
   weft_task task; /* first: the inbox link is the task's */
@@ -56,8 +58,12 @@ typedef struct cmd {
   weft_device_stats *stats_out; /* STATS */
   struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
   weft_status preset;           /* LAUNCH: resolution error, owned */
-  outcome result;
-  weft_failure *failure; /* the failure it failed with or propagated (a reference) */
+  weft_failure_id p;            /* LAUNCH, WRITE: the provisional id of its write scope */
+  weft_error_kind inject;       /* LAUNCH: a failpoint makes it fail with this kind */
+  bool poison;                  /* LAUNCH: a failpoint poisons the device when it runs */
+  outcome result;               /* set by the worker */
+  weft_status error;            /* OUT_FAILED: the error (owned) */
+  weft_read_failure skip;       /* OUT_SKIPPED: the root and the input that carried it */
 } cmd;
 
 typedef struct weft_kernel_entry {
@@ -76,12 +82,13 @@ typedef struct weft_buf {
   weft_mm *mm;  /* that manager */
   void *ptr;    /* its address while allocated (fixed: relocation needs a quiescent device) */
   bool allocated, released;
-  uint32_t pending;    /* dispatched tasks binding it, not yet completed */
-  weft_taint exec;     /* execution view (workers) */
-  weft_taint known;    /* scheduler view: completed work only */
-  uint32_t lw_slot;    /* last writer: stream slot and sequence number */
-  uint64_t lw_seq;     /* 0: never written */
-  uint64_t *last_read; /* [max_streams]: last reader per slot since the last write */
+  uint32_t pending;        /* dispatched tasks binding it, not yet completed */
+  weft_taint taint;        /* graph-tagged claims of completed work (scheduler) */
+  weft_taint exec;         /* failure ids as work executes (workers, in wait order) */
+  weft_failure_id unalloc; /* the failure its reservation left, if it failed */
+  uint32_t lw_slot;        /* last writer: stream slot and sequence number */
+  uint64_t lw_seq;         /* 0: never written */
+  uint64_t *last_read;     /* [max_streams]: last reader per slot since the last write */
 } weft_buf;
 
 typedef struct weft_batch {
@@ -103,9 +110,15 @@ struct weft_device {
   weft_kernel_entry *kernels;
   _Atomic uint32_t nkernels;
   _Atomic uint64_t launches_submitted;
-  _Atomic uint64_t failure_ids;
+  /* poisoning: the error is written once before the flag (release) */
+  _Atomic uint32_t poisoned;
+  weft_status poison_error;
+  _Atomic(weft_poison_fn) on_poison;
+  _Atomic(void *) on_poison_user;
   /* ---- scheduler thread only ---- */
   weft_storage *storage;
+  weft_failures failures; /* the error graph and the failure-store surface */
+  weft_failpoints failpoints;
   weft_mm **mms; /* [max_streams]: memory managers, created by the first buffer */
   weft_mm_config mm_config;
   weft_pool_config *layout_pools; /* owned copy of a custom layout */

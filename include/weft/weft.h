@@ -373,6 +373,22 @@ WEFT_API weft_status weft_memory_dry_run(weft_device *dev, bool begin);
 /* Sets (NULL fn: clears) the reclaim callback. */
 WEFT_API weft_status weft_memory_set_reclaim(weft_device *dev, weft_reclaim_fn fn, void *user);
 
+/* ---- failures: injection and poisoning ----------------------------------------------------------- */
+
+/* Called once when the device is poisoned (a sticky fault): every pending
+ * and later operation then fails with DevicePoisoned and every waiter wakes.
+ * |poison| is borrowed for the call. Called on the thread that found the
+ * fault (a stream worker): it must not block on the device. */
+typedef void (*weft_poison_fn)(void *user, weft_status poison);
+WEFT_API weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn,
+                                                     void *user);
+/* Adds failpoints (the WEFT_FAILPOINTS syntax: "alloc#N=KIND;launch#K=KIND;
+ * kernel:NAME=KIND;poison#K"), counted from the device's open. A malformed
+ * spec is InvalidArgument naming the bad entry and changes nothing. */
+WEFT_API weft_status weft_device_set_failpoints(weft_device *dev, const char *spec);
+/* The device's poison (a clone the caller frees), or NULL if it is healthy. */
+WEFT_API weft_status weft_device_poisoned(weft_device *dev);
+
 /* ---- statistics ------------------------------------------------------------------------ */
 
 typedef struct weft_device_stats {
@@ -388,6 +404,7 @@ typedef struct weft_device_stats {
   uint64_t reclaims;           /* reservations that went through the reclaim ladder */
   uint64_t reclaims_rescued;   /* ... and succeeded on the retry */
   uint64_t relocations;        /* allocations moved off outdated pages */
+  uint64_t failures_live;      /* failures the error graph holds (0 when no buffer carries one) */
 } weft_device_stats;
 /* A consistent snapshot taken by the scheduler after every command submitted
  * before the call. */

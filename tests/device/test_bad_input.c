@@ -319,13 +319,28 @@ Test(device_open, unknown_strategy_is_invalid_argument) {
   env_close(&e);
 }
 
-Test(device_open, non_empty_failpoints_are_rejected) {
+Test(device_open, malformed_failpoints_are_rejected_valid_ones_accepted) {
   env e;
   env_options(&e);
-  const char *bad[] = {"launch#1=Generic", "alloc#2=OutOfMemory", "garbage", ";"};
+  const char *bad[] = {"garbage",
+                       "launch#0=Generic",
+                       "launch#1=NoSuchKind",
+                       "alloc#x=OutOfMemory",
+                       "poison#2=Generic",
+                       "kernel:=Generic",
+                       "launch#1",
+                       "alloc#99999999999999999999=Unknown",
+                       "launch#1=Ok"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     e.opts.failpoints = bad[i];
     EXPECT_OPEN_FAILS(&e, INVALID);
+  }
+  const char *good[] = {"launch#1=Generic", "alloc#2=OutOfMemory", ";", " poison#3 ; ",
+                        "kernel:k=Validation;launch#2=Unknown"};
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+    e.opts.failpoints = good[i];
+    env_open(&e);
+    weft_device_close(e.dev);
   }
   /* NULL and "" mean none. */
   e.opts.failpoints = "";

@@ -1,0 +1,1207 @@
+/* Memory benchmarks: the memory manager (memory/memory.h) on host storage,
+ * driven directly (no device, no scheduler), against the allocator a
+ * program without weft would call. See docs/benchmarks.md, "Memory".
+ *
+ *   mem_reserve_release_<layout>  ns per weft_mm_reserve + weft_mm_free on a
+ *                                 warm manager, a fixed mixed size set (64 B
+ *                                 .. 4 MiB) through a window of 32 live
+ *                                 allocations; baseline mem_mallocx_dallocx,
+ *                                 the same sizes through the same window.
+ *                                 Counts the storage allocations the timed
+ *                                 runs make: the target is none.
+ *   mem_trace_<layout>            ns per pass of an ML-like trace (a CNN's
+ *                                 weights, two training steps, a shrink);
+ *                                 the peaks of a cold pass go to the
+ *                                 "memory trace" table and the JSON's
+ *                                 "memory_trace" array.
+ *   mem_relocation                ns per MiB that weft_mm_relocate moves off
+ *                                 outdated arena pages (ops/s = MiB/s);
+ *                                 baseline mem_memcpy, a memcpy between two
+ *                                 malloc'd buffers. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include "bench/harness.h"
+#include "memory/memory.h"
+
+#define KiB (UINT64_C(1) << 10)
+#define MiB (UINT64_C(1) << 20)
+
+/* splitmix64: deterministic, the same sequence on every platform. */
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n, size);
+  if (!p) wb_fatal("out of memory (%zu x %zu bytes)", n, size);
+  return p;
+}
+
+static double mib(uint64_t bytes) {
+  return (double)bytes / (double)MiB;
+}
+
+/* ---- layouts and managers ------------------------------------------------------------------ */
+
+enum { L_SUBSLICES, L_EXCLUSIVE, L_ADAPTIVE, L_CUSTOM, NLAYOUTS };
+
+static const char *const layout_names[NLAYOUTS] = {"SUBSLICES", "EXCLUSIVE_PAGES", "ADAPTIVE",
+                                                   "CUSTOM"};
+
+/* CUSTOM: what a user might write: zero-size requests apart, 32 MiB pages
+ * carved into slices of at most 8 MiB, an exclusive page for anything up to
+ * 256 MiB beyond (idle pages returned after 5000 reservations). */
+static const weft_pool_config custom_pools[] = {
+    {.kind = WEFT_POOL_EXCLUSIVE, .max_alloc_size = 0, .dealloc_period = WEFT_NO_PERIOD},
+    {.kind = WEFT_POOL_SLICED, .page_size = 32 * MiB, .max_slice_size = 8 * MiB},
+    {.kind = WEFT_POOL_EXCLUSIVE, .max_alloc_size = 256 * MiB, .dealloc_period = 5000},
+};
+
+static weft_layout layout_of(int l) {
+  switch (l) {
+  case L_SUBSLICES:
+    return (weft_layout){.kind = WEFT_LAYOUT_SUBSLICES};
+  case L_EXCLUSIVE:
+    return (weft_layout){.kind = WEFT_LAYOUT_EXCLUSIVE_PAGES};
+  case L_ADAPTIVE:
+    return (weft_layout){.kind = WEFT_LAYOUT_ADAPTIVE};
+  default:
+    return (weft_layout){.kind = WEFT_LAYOUT_CUSTOM,
+                         .pools = custom_pools,
+                         .num_pools = sizeof(custom_pools) / sizeof(custom_pools[0])};
+  }
+}
+
+/* A manager as a device's stream slot would have it: host storage on the
+ * default allocator (a private jemalloc arena where weft has jemalloc), no
+ * capacity, pages up to 4 GiB (an uncapped host device). */
+typedef struct mm_env {
+  weft_allocator alloc; /* the storage keeps a pointer to it: an env never moves */
+  weft_storage *storage;
+  weft_mm *mm;
+} mm_env;
+
+static void env_open_storage(mm_env *e) {
+  e->alloc = weft_allocator_default();
+  wb_check(weft_storage_host_create(&e->alloc, 0, &e->storage), "weft_storage_host_create");
+}
+
+static void env_open_mm(mm_env *e, int layout) {
+  weft_mm_config cfg = {.layout = layout_of(layout),
+                        .max_page = UINT64_C(4) << 30,
+                        .device_bytes = 0,
+                        .persistent = WEFT_PERSISTENT_ENABLED};
+  wb_check(weft_mm_create(&cfg, e->storage, &e->alloc, &e->mm), "weft_mm_create");
+}
+
+static void env_close(mm_env *e) {
+  weft_mm_destroy(e->mm);
+  e->mm = NULL;
+  weft_storage_destroy(e->storage);
+  e->storage = NULL;
+}
+
+static uint64_t storage_calls(const mm_env *e) {
+  return weft_storage_host_alloc_calls(e->storage);
+}
+
+static void check_valid(const mm_env *e, const char *what) {
+  wb_check(weft_mm_validate(e->mm), what);
+}
+
+/* ---- the baseline allocator -------------------------------------------------------------------
+ *
+ * weft_allocator_default() is, where weft has jemalloc, mallocx(size,
+ * MALLOCX_ARENA(a private arena made by arenas.create) | MALLOCX_TCACHE_NONE)
+ * and dallocx(p, MALLOCX_TCACHE_NONE) (core/alloc.c): exactly the baseline,
+ * behind one indirect call. weft-bench is not compiled with WEFT_HAVE_JEMALLOC,
+ * so it goes through that allocator rather than calling mallocx itself; in a
+ * build without jemalloc the same calls are posix_memalign/free, and the
+ * report says so. Alignment 1 adds no MALLOCX_ALIGN flag. */
+
+static weft_allocator base_alloc;
+
+static const char *baseline_allocator(void) {
+  return weft_allocator_default_is_jemalloc()
+             ? "jemalloc mallocx/dallocx on weft's private arena "
+               "(MALLOCX_ARENA | MALLOCX_TCACHE_NONE)"
+             : "libc posix_memalign/free: this build has no jemalloc, so mem_mallocx_dallocx "
+               "and mem_trace_mallocx measure libc";
+}
+
+static void *base_malloc(uint64_t size) {
+  void *p = base_alloc.alloc(base_alloc.self, (size_t)size, 1);
+  if (!p) wb_fatal("the baseline allocator refused %" PRIu64 " bytes", size);
+  return p;
+}
+
+static void base_free(void *p, uint64_t size) {
+  base_alloc.free(base_alloc.self, p, (size_t)size, 1);
+}
+
+/* ---- reserve + release ------------------------------------------------------------------------
+ *
+ * A pass: RR_PASS reservations; reservation k takes window slot rr_slot[k]
+ * (releasing what lives there first) with size rr_size[k]; the pass ends by
+ * releasing what the window still holds. A run of n operations is n
+ * reservations and n releases: whole passes, then a prefix of one, each from
+ * an empty window. Sizes are log-uniform over 64 B .. 4 MiB (an exponent
+ * 6..21, then uniform within the octave: most are not multiples of 64). */
+
+#define RR_PASS       4096u
+#define RR_WINDOW     32u
+#define RR_ITERS      100000u
+#define RR_SEED       UINT64_C(0x5EED0001)
+#define RR_WARMUP_MAX 8u /* warm-up passes until one adds no page */
+
+static uint64_t rr_size[RR_PASS];
+static uint8_t rr_slot[RR_PASS];
+static bool rr_built;
+
+static void rr_build(void) {
+  if (rr_built) return;
+  uint64_t s = RR_SEED;
+  for (uint32_t k = 0; k < RR_PASS; k++) {
+    unsigned e = 6 + (unsigned)(rng_next(&s) % 16);
+    uint64_t lo = UINT64_C(1) << e;
+    rr_size[k] = lo + rng_next(&s) % lo;
+    rr_slot[k] = (uint8_t)(rng_next(&s) % RR_WINDOW);
+  }
+  rr_built = true;
+}
+
+/* What the memory tables report of one reserve+release benchmark. */
+typedef struct rr_summary {
+  bool ran;
+  const char *name;
+  int layout;
+  unsigned warmup_passes; /* passes in setup until one made no storage call */
+  uint64_t reserved;      /* bytes_reserved once warm */
+  uint64_t calls_warm;    /* storage allocations during every run after setup */
+  uint64_t ops;           /* reservations those runs made */
+  uint64_t cold_calls;    /* storage allocations of the warm-up */
+} rr_summary;
+
+static rr_summary rr_sums[NLAYOUTS];
+
+typedef struct rr_state {
+  mm_env env;
+  int layout;
+  weft_mem mem[RR_WINDOW];
+} rr_state;
+
+static void rr_pass_mm(rr_state *s, uint32_t count) {
+  weft_mm *mm = s->env.mm;
+  for (uint32_t k = 0; k < count; k++) {
+    weft_mem *m = &s->mem[rr_slot[k]];
+    if (weft_mem_is_placed(m)) weft_mm_free(mm, m);
+    weft_mem_init(m, rr_size[k]);
+    weft_status st = weft_mm_reserve(mm, m, WEFT_RESERVE_ALLOW);
+    if (st) wb_check(st, "weft_mm_reserve");
+  }
+  for (uint32_t j = 0; j < RR_WINDOW; j++)
+    if (weft_mem_is_placed(&s->mem[j])) weft_mm_free(mm, &s->mem[j]);
+}
+
+static void rr_setup(void **state, int layout, const char *name) {
+  rr_build();
+  rr_state *s = xcalloc(1, sizeof(*s));
+  s->layout = layout;
+  env_open_storage(&s->env);
+  env_open_mm(&s->env, layout);
+  rr_summary *sum = &rr_sums[layout];
+  *sum = (rr_summary){.ran = true, .name = name, .layout = layout};
+  /* Warm-up: whole passes until one needs no new storage (the first pass
+   * places everything; ADAPTIVE's first pass also grows the arena's page,
+   * so its second pass fills the new page size from scratch). */
+  for (;;) {
+    uint64_t before = storage_calls(&s->env);
+    rr_pass_mm(s, RR_PASS);
+    sum->warmup_passes++;
+    uint64_t made = storage_calls(&s->env) - before;
+    sum->cold_calls += made;
+    if (made == 0) break;
+    if (sum->warmup_passes == RR_WARMUP_MAX) break; /* the runs will show the calls */
+  }
+  sum->reserved = weft_mm_usage(s->env.mm).bytes_reserved;
+  check_valid(&s->env, "weft_mm_validate after the warm-up");
+  *state = s;
+}
+
+static uint64_t rr_run(void *state, uint64_t n) {
+  rr_state *s = state;
+  uint64_t calls0 = storage_calls(&s->env);
+  uint64_t t0 = wb_now_ns();
+  for (uint64_t done = 0; done < n;) {
+    uint32_t c = n - done < RR_PASS ? (uint32_t)(n - done) : RR_PASS;
+    rr_pass_mm(s, c);
+    done += c;
+  }
+  uint64_t t1 = wb_now_ns();
+  rr_summary *sum = &rr_sums[s->layout];
+  sum->calls_warm += storage_calls(&s->env) - calls0;
+  sum->ops += n;
+  weft_memory_usage u = weft_mm_usage(s->env.mm);
+  if (u.number_allocs || u.bytes_in_use)
+    wb_fatal("%s: %" PRIu64 " allocations still live after a run", sum->name, u.number_allocs);
+  return t1 - t0;
+}
+
+static void rr_teardown(void *state) {
+  rr_state *s = state;
+  check_valid(&s->env, "weft_mm_validate after the runs");
+  rr_sums[s->layout].reserved = weft_mm_usage(s->env.mm).bytes_reserved;
+  env_close(&s->env);
+  free(s);
+}
+
+static void rr_setup_subslices(void **state) {
+  rr_setup(state, L_SUBSLICES, "mem_reserve_release_subslices");
+}
+static void rr_setup_exclusive(void **state) {
+  rr_setup(state, L_EXCLUSIVE, "mem_reserve_release_exclusive_pages");
+}
+static void rr_setup_adaptive(void **state) {
+  rr_setup(state, L_ADAPTIVE, "mem_reserve_release_adaptive");
+}
+
+/* The baseline: the same passes on the baseline allocator. */
+typedef struct rrb_state {
+  void *p[RR_WINDOW];
+  uint64_t size[RR_WINDOW];
+} rrb_state;
+
+static void rrb_pass(rrb_state *s, uint32_t count) {
+  for (uint32_t k = 0; k < count; k++) {
+    unsigned j = rr_slot[k];
+    if (s->p[j]) base_free(s->p[j], s->size[j]);
+    s->p[j] = base_malloc(rr_size[k]);
+    s->size[j] = rr_size[k];
+  }
+  for (uint32_t j = 0; j < RR_WINDOW; j++)
+    if (s->p[j]) {
+      base_free(s->p[j], s->size[j]);
+      s->p[j] = NULL;
+    }
+}
+
+static void rrb_setup(void **state) {
+  rr_build();
+  rrb_state *s = xcalloc(1, sizeof(*s));
+  rrb_pass(s, RR_PASS); /* the same warm-up as the managers' first pass */
+  *state = s;
+}
+
+static uint64_t rrb_run(void *state, uint64_t n) {
+  rrb_state *s = state;
+  uint64_t t0 = wb_now_ns();
+  for (uint64_t done = 0; done < n;) {
+    uint32_t c = n - done < RR_PASS ? (uint32_t)(n - done) : RR_PASS;
+    rrb_pass(s, c);
+    done += c;
+  }
+  return wb_now_ns() - t0;
+}
+
+static void rrb_teardown(void *state) {
+  free(state);
+}
+
+/* ---- the ML-like trace ------------------------------------------------------------------------
+ *
+ * A ResNet-style CNN trained in fp32 at batch 8: a 7x7 stem (3 -> 64
+ * channels, 224 -> 112 pixels), four stages of three 3x3 convolutions (64,
+ * 128, 256, 512 channels at 56, 28, 14, 7 pixels; the first of stages 2-4
+ * halves the pixels), a 512 -> 1000 classifier.
+ *
+ *   build     per layer, in order: weights (37 KiB .. 9 MiB, growing with
+ *             the stages), bias, batch-norm affine and running statistics
+ *   step x2   forward: the input batch; per layer an im2col workspace
+ *             (one sample's, freed at once) and the output activation
+ *             (kept for backward); the loss.
+ *             backward, last layer first: weight/bias/batch-norm gradients
+ *             (kept for the optimizer), a workspace (freed at once), the
+ *             input gradient; then the output gradient and the saved
+ *             activation go.
+ *             optimizer: momentum buffers (first step only, kept), then
+ *             every gradient goes.
+ *   shrink    the optimizer state goes; one inference pass at batch 1 (an
+ *             activation goes as soon as the next layer has consumed it);
+ *             then the model, last layer first.
+ *
+ * Every allocation of a pass is released within it. */
+
+#define TR_MAX_EVENTS 1024u
+#define TR_LAYERS     14u
+#define TR_BATCH      8u
+#define TR_ITERS      20u
+
+typedef struct tr_event {
+  uint32_t idx;  /* the allocation */
+  uint64_t size; /* > 0: reserve it with this size; 0: release it */
+} tr_event;
+
+static tr_event tr_ev[TR_MAX_EVENTS];
+static uint32_t tr_nev, tr_nalloc;
+static uint64_t tr_peak_live; /* the peak of the sum of live sizes */
+static bool tr_built;
+
+typedef struct tr_layer {
+  uint32_t cin, cout, k, s_out;
+} tr_layer;
+
+static uint32_t tb_alloc(uint64_t size, uint64_t *live) {
+  if (tr_nev == TR_MAX_EVENTS)
+    wb_fatal("the memory trace holds more than %u events", TR_MAX_EVENTS);
+  tr_ev[tr_nev++] = (tr_event){.idx = tr_nalloc, .size = size};
+  *live += size;
+  if (*live > tr_peak_live) tr_peak_live = *live;
+  return tr_nalloc++;
+}
+
+static void tb_free(uint32_t idx, uint64_t *sizes, uint64_t *live) {
+  if (tr_nev == TR_MAX_EVENTS)
+    wb_fatal("the memory trace holds more than %u events", TR_MAX_EVENTS);
+  tr_ev[tr_nev++] = (tr_event){.idx = idx, .size = 0};
+  *live -= sizes[idx];
+}
+
+static void tr_build(void) {
+  if (tr_built) return;
+  tr_layer L[TR_LAYERS];
+  uint32_t n = 0;
+  L[n++] = (tr_layer){3, 64, 7, 112};
+  uint32_t cin = 64;
+  for (uint32_t st = 0; st < 4; st++)
+    for (uint32_t j = 0; j < 3; j++) {
+      uint32_t c = 64u << st;
+      L[n++] = (tr_layer){cin, c, 3, 56u >> st};
+      cin = c;
+    }
+  L[n++] = (tr_layer){512, 1000, 1, 1};
+  const uint64_t f = 4; /* bytes per fp32 */
+  /* Sizes by allocation index, to release with the right size. */
+  static uint64_t sizes[TR_MAX_EVENTS];
+  uint64_t live = 0;
+#define A(sz) (sizes[tr_nalloc] = (sz), tb_alloc((sz), &live))
+#define F(i)  tb_free((i), sizes, &live)
+  uint32_t w[TR_LAYERS], b[TR_LAYERS], bn[TR_LAYERS], bs[TR_LAYERS], mom[TR_LAYERS];
+  for (uint32_t l = 0; l < TR_LAYERS; l++) {
+    w[l] = A((uint64_t)L[l].cin * L[l].cout * L[l].k * L[l].k * f);
+    b[l] = A((uint64_t)L[l].cout * f);
+    bn[l] = A(2 * (uint64_t)L[l].cout * f);
+    bs[l] = A(2 * (uint64_t)L[l].cout * f);
+  }
+  for (uint32_t step = 0; step < 2; step++) {
+    uint64_t act[TR_LAYERS + 1];
+    uint32_t saved[TR_LAYERS + 1];
+    act[0] = (uint64_t)TR_BATCH * 3 * 224 * 224 * f;
+    saved[0] = A(act[0]);
+    for (uint32_t l = 0; l < TR_LAYERS; l++) {
+      uint32_t ws = A((uint64_t)L[l].cin * L[l].k * L[l].k * L[l].s_out * L[l].s_out * f);
+      act[l + 1] = (uint64_t)TR_BATCH * L[l].cout * L[l].s_out * L[l].s_out * f;
+      saved[l + 1] = A(act[l + 1]);
+      F(ws);
+    }
+    uint32_t loss = A((uint64_t)TR_BATCH * f);
+    uint32_t g = A(act[TR_LAYERS]);
+    F(loss);
+    uint32_t gw[TR_LAYERS], gb[TR_LAYERS], gbn[TR_LAYERS];
+    for (uint32_t l = TR_LAYERS; l-- > 0;) {
+      gw[l] = A((uint64_t)L[l].cin * L[l].cout * L[l].k * L[l].k * f);
+      gb[l] = A((uint64_t)L[l].cout * f);
+      gbn[l] = A(2 * (uint64_t)L[l].cout * f);
+      uint32_t ws = A((uint64_t)L[l].cin * L[l].k * L[l].k * L[l].s_out * L[l].s_out * f);
+      uint32_t gin = A(act[l]);
+      F(ws);
+      F(g);
+      F(saved[l + 1]);
+      g = gin;
+    }
+    F(g);
+    F(saved[0]);
+    for (uint32_t l = 0; l < TR_LAYERS; l++) {
+      if (step == 0) mom[l] = A((uint64_t)L[l].cin * L[l].cout * L[l].k * L[l].k * f);
+      F(gw[l]);
+      F(gb[l]);
+      F(gbn[l]);
+    }
+  }
+  /* The shrink. */
+  for (uint32_t l = 0; l < TR_LAYERS; l++) F(mom[l]);
+  uint32_t prev = A((uint64_t)3 * 224 * 224 * f);
+  for (uint32_t l = 0; l < TR_LAYERS; l++) {
+    uint32_t ws = A((uint64_t)L[l].cin * L[l].k * L[l].k * L[l].s_out * L[l].s_out * f);
+    uint32_t out = A((uint64_t)L[l].cout * L[l].s_out * L[l].s_out * f);
+    F(ws);
+    F(prev);
+    prev = out;
+  }
+  F(prev);
+  for (uint32_t l = TR_LAYERS; l-- > 0;) {
+    F(bs[l]);
+    F(bn[l]);
+    F(b[l]);
+    F(w[l]);
+  }
+#undef A
+#undef F
+  if (live != 0) wb_fatal("the memory trace leaks %" PRIu64 " bytes", live);
+  tr_built = true;
+}
+
+/* What the memory trace table reports of one layout (or the baseline). */
+typedef struct tr_summary {
+  bool ran;
+  const char *name;
+  uint64_t peak_reserved, peak_in_use; /* of the cold pass */
+  uint64_t calls_cold;                 /* storage allocations of the cold pass */
+  uint64_t calls_warm, passes_warm;    /* during the timed runs */
+  uint64_t reserved_end;               /* bytes_reserved after the last run */
+} tr_summary;
+
+static tr_summary tr_sums[NLAYOUTS + 1]; /* [NLAYOUTS]: the baseline */
+
+typedef struct tr_state {
+  mm_env env;
+  int layout;
+  weft_mem *mem; /* [tr_nalloc] */
+} tr_state;
+
+/* One pass; |peaks|: poll the usage after every reservation (the cold pass). */
+static void tr_pass_mm(tr_state *s, tr_summary *sum, bool peaks) {
+  weft_mm *mm = s->env.mm;
+  uint64_t live = 0;
+  for (uint32_t i = 0; i < tr_nev; i++) {
+    const tr_event *e = &tr_ev[i];
+    weft_mem *m = &s->mem[e->idx];
+    if (e->size == 0) {
+      if (peaks) live -= m->size;
+      weft_mm_free(mm, m);
+      continue;
+    }
+    weft_mem_init(m, e->size);
+    weft_status st = weft_mm_reserve(mm, m, WEFT_RESERVE_ALLOW);
+    if (st) wb_check(st, "weft_mm_reserve (memory trace)");
+    if (!peaks) continue;
+    live += e->size;
+    weft_memory_usage u = weft_mm_usage(mm);
+    if (u.bytes_in_use != live)
+      wb_fatal("%s: bytes_in_use %" PRIu64 " but %" PRIu64 " bytes are live", sum->name,
+               u.bytes_in_use, live);
+    if (u.bytes_reserved > sum->peak_reserved) sum->peak_reserved = u.bytes_reserved;
+    if (u.bytes_in_use > sum->peak_in_use) sum->peak_in_use = u.bytes_in_use;
+  }
+}
+
+static void tr_setup(void **state, int layout, const char *name) {
+  tr_build();
+  tr_state *s = xcalloc(1, sizeof(*s));
+  s->layout = layout;
+  s->mem = xcalloc(tr_nalloc, sizeof(weft_mem));
+  env_open_storage(&s->env);
+  env_open_mm(&s->env, layout);
+  tr_summary *sum = &tr_sums[layout];
+  *sum = (tr_summary){.ran = true, .name = name};
+  tr_pass_mm(s, sum, true); /* cold: a fresh manager, peaks polled */
+  sum->calls_cold = storage_calls(&s->env);
+  check_valid(&s->env, "weft_mm_validate after the cold trace");
+  *state = s;
+}
+
+static uint64_t tr_run(void *state, uint64_t n) {
+  tr_state *s = state;
+  tr_summary *sum = &tr_sums[s->layout];
+  uint64_t calls0 = storage_calls(&s->env);
+  uint64_t t0 = wb_now_ns();
+  for (uint64_t k = 0; k < n; k++) tr_pass_mm(s, sum, false);
+  uint64_t t1 = wb_now_ns();
+  sum->calls_warm += storage_calls(&s->env) - calls0;
+  sum->passes_warm += n;
+  weft_memory_usage u = weft_mm_usage(s->env.mm);
+  if (u.number_allocs)
+    wb_fatal("%s: %" PRIu64 " allocations still live after a pass", sum->name, u.number_allocs);
+  return t1 - t0;
+}
+
+static void tr_teardown(void *state) {
+  tr_state *s = state;
+  check_valid(&s->env, "weft_mm_validate after the trace runs");
+  tr_sums[s->layout].reserved_end = weft_mm_usage(s->env.mm).bytes_reserved;
+  env_close(&s->env);
+  free(s->mem);
+  free(s);
+}
+
+static void tr_setup_subslices(void **state) {
+  tr_setup(state, L_SUBSLICES, "mem_trace_subslices");
+}
+static void tr_setup_exclusive(void **state) {
+  tr_setup(state, L_EXCLUSIVE, "mem_trace_exclusive_pages");
+}
+static void tr_setup_adaptive(void **state) {
+  tr_setup(state, L_ADAPTIVE, "mem_trace_adaptive");
+}
+static void tr_setup_custom(void **state) {
+  tr_setup(state, L_CUSTOM, "mem_trace_custom");
+}
+
+/* The baseline: the same trace on the baseline allocator. */
+typedef struct trb_state {
+  void **p;
+  uint64_t *size;
+} trb_state;
+
+static void trb_pass(trb_state *s) {
+  for (uint32_t i = 0; i < tr_nev; i++) {
+    const tr_event *e = &tr_ev[i];
+    if (e->size == 0) {
+      base_free(s->p[e->idx], s->size[e->idx]);
+      s->p[e->idx] = NULL;
+    } else {
+      s->p[e->idx] = base_malloc(e->size);
+      s->size[e->idx] = e->size;
+    }
+  }
+}
+
+static void trb_setup(void **state) {
+  tr_build();
+  trb_state *s = xcalloc(1, sizeof(*s));
+  s->p = xcalloc(tr_nalloc, sizeof(void *));
+  s->size = xcalloc(tr_nalloc, sizeof(uint64_t));
+  tr_summary *sum = &tr_sums[NLAYOUTS];
+  *sum = (tr_summary){.ran = true, .name = "mem_trace_mallocx", .peak_in_use = tr_peak_live};
+  trb_pass(s); /* the same cold pass as the managers' */
+  *state = s;
+}
+
+static uint64_t trb_run(void *state, uint64_t n) {
+  trb_state *s = state;
+  uint64_t t0 = wb_now_ns();
+  for (uint64_t k = 0; k < n; k++) trb_pass(s);
+  return wb_now_ns() - t0;
+}
+
+static void trb_teardown(void *state) {
+  trb_state *s = state;
+  free(s->p);
+  free(s->size);
+  free(s);
+}
+
+/* ---- relocation -------------------------------------------------------------------------------
+ *
+ * Each run, untimed: a fresh ADAPTIVE manager; allocations of 96 KiB .. 1 MiB
+ * (past the small pool's 64 KiB slices: they land in the arena, on its first
+ * 2 MiB pages) until they hold 4/3 of the run's MiB; every fourth is
+ * released again (holes, as real pages have), the rest is filled with a
+ * pattern; then one 8 MiB allocation grows the arena's page to 9 MiB, which
+ * outdates every 2 MiB page. Timed: weft_mm_relocate(mm, true), which moves
+ * every live allocation into 9 MiB pages (adding them as it goes). Untimed
+ * again: every moved allocation must hold its pattern.
+ *
+ * One operation = one MiB moved: a run of n operations targets n MiB of live
+ * bytes and returns its time scaled to exactly n MiB (time x n MiB / bytes
+ * moved), so ns/op is ns per MiB and ops/s is MiB/s.
+ *
+ * Host storage gets its bytes from the process's allocator, and jemalloc
+ * hands back to the OS the pages a previous run freed (decay), so new pages
+ * are usually fresh: the copy into them then pays one page fault per 4 KiB,
+ * which on a GPU (cuMemAlloc'd pages) it would not. mem_relocation therefore
+ * runs its storage on a recycling allocator (freed blocks are kept and
+ * handed out again for the same size: from the second run on, every page is
+ * already faulted in), and compares with a memcpy between two pre-faulted
+ * buffers; mem_relocation_fresh_pages runs it on the default allocator and
+ * compares with a memcpy into a freshly mmap'd buffer. Both count the minor
+ * page faults of the timed part (getrusage). */
+
+#define RL_ITERS    128u /* MiB moved per run */
+#define RL_SEED     UINT64_C(0x5EED0003)
+#define RL_MIN_SIZE (96 * KiB)
+#define RL_MAX_SIZE MiB
+#define RL_GROW     (8 * MiB)
+
+static uint64_t minor_faults(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (uint64_t)ru.ru_minflt;
+}
+
+/* A recycling allocator over the default one: a freed block waits for the
+ * next request of the same size and alignment. */
+typedef struct rc_block {
+  void *p;
+  size_t size, align;
+} rc_block;
+
+typedef struct recycler {
+  weft_allocator inner;
+  rc_block *blocks;
+  size_t n, cap;
+} recycler;
+
+static void *rc_alloc(void *self, size_t size, size_t align) {
+  recycler *r = self;
+  for (size_t i = r->n; i-- > 0;)
+    if (r->blocks[i].size == size && r->blocks[i].align == align) {
+      void *p = r->blocks[i].p;
+      r->blocks[i] = r->blocks[--r->n];
+      return p;
+    }
+  return r->inner.alloc(r->inner.self, size, align);
+}
+
+static void rc_free(void *self, void *p, size_t size, size_t align) {
+  recycler *r = self;
+  if (r->n == r->cap) {
+    size_t nc = r->cap ? r->cap * 2 : 256;
+    rc_block *nb = realloc(r->blocks, nc * sizeof(rc_block));
+    if (!nb) {
+      r->inner.free(r->inner.self, p, size, align);
+      return;
+    }
+    r->blocks = nb;
+    r->cap = nc;
+  }
+  r->blocks[r->n++] = (rc_block){.p = p, .size = size, .align = align};
+}
+
+static void rc_destroy(recycler *r) {
+  for (size_t i = 0; i < r->n; i++)
+    r->inner.free(r->inner.self, r->blocks[i].p, r->blocks[i].size, r->blocks[i].align);
+  free(r->blocks);
+  r->blocks = NULL;
+  r->n = r->cap = 0;
+}
+
+enum { RL_WARM, RL_FRESH, RL_VARIANTS };
+
+typedef struct rl_summary {
+  bool ran;
+  const char *name;
+  uint64_t runs, moved, allocations, pages_out, pages_in, faults; /* summed over the runs */
+  double *mib_s, *faults_mib; /* per run, warm-up runs included: medians are reported */
+  size_t cap;
+} rl_summary;
+
+static rl_summary rl_sums[RL_VARIANTS];
+
+typedef struct rl_state {
+  int variant;
+  recycler rc;
+  mm_env env;
+  weft_mem *mem; /* [cap] */
+  uint32_t cap;
+} rl_state;
+
+static void rl_setup(void **state, int variant, const char *name) {
+  rl_state *s = xcalloc(1, sizeof(*s));
+  s->variant = variant;
+  env_open_storage(&s->env);
+  if (variant == RL_WARM) {
+    /* The storage keeps &s->env.alloc: point it at the recycler. */
+    s->rc.inner = s->env.alloc;
+    s->env.alloc = (weft_allocator){.self = &s->rc, .alloc = rc_alloc, .free = rc_free};
+  }
+  rl_sums[variant] = (rl_summary){.ran = true, .name = name};
+  *state = s;
+}
+
+static void rl_setup_warm(void **state) {
+  rl_setup(state, RL_WARM, "mem_relocation");
+}
+static void rl_setup_fresh(void **state) {
+  rl_setup(state, RL_FRESH, "mem_relocation_fresh_pages");
+}
+
+static unsigned char rl_byte(uint32_t i, uint64_t at) {
+  return (unsigned char)(i * 131u + at * 7u + 1u);
+}
+
+static void *rl_resolve(rl_state *s, weft_mem *m) {
+  void *p = NULL;
+  wb_check(weft_mm_resolve(s->env.mm, m, &p), "weft_mm_resolve (relocation)");
+  return p;
+}
+
+static uint64_t pages_of(const weft_mm *mm) {
+  weft_pool_report r[WEFT_MAX_POOL_REPORTS];
+  size_t n = WEFT_MAX_POOL_REPORTS;
+  weft_mm_report(mm, r, &n);
+  uint64_t pages = 0;
+  for (size_t i = 0; i < n && i < WEFT_MAX_POOL_REPORTS; i++) pages += r[i].pages;
+  return pages;
+}
+
+static uint64_t rl_run(void *state, uint64_t n) {
+  rl_state *s = state;
+  uint64_t want = n * MiB, total = 0, seed = RL_SEED; /* every run the same sizes */
+  uint32_t count = 0;
+  /* The sizes first: descriptors must not move once placed (slices point at
+   * them), so the array is sized before the first reservation. */
+  while (total < want + want / 3) {
+    if (count == s->cap) {
+      uint32_t nc = s->cap ? s->cap * 2 : 256;
+      weft_mem *nm = realloc(s->mem, nc * sizeof(weft_mem));
+      if (!nm) wb_fatal("out of memory");
+      s->mem = nm;
+      s->cap = nc;
+    }
+    uint64_t size = RL_MIN_SIZE + rng_next(&seed) % (RL_MAX_SIZE - RL_MIN_SIZE + 1);
+    weft_mem_init(&s->mem[count++], size);
+    total += size;
+  }
+  env_open_mm(&s->env, L_ADAPTIVE);
+  for (uint32_t i = 0; i < count; i++)
+    wb_check(weft_mm_reserve(s->env.mm, &s->mem[i], WEFT_RESERVE_ALLOW),
+             "weft_mm_reserve (relocation)");
+  uint64_t live = 0, nlive = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    weft_mem *m = &s->mem[i];
+    if (i % 4 == 3) {
+      weft_mm_free(s->env.mm, m);
+      continue;
+    }
+    unsigned char *p = rl_resolve(s, m);
+    memset(p, rl_byte(i, 0), m->size); /* every source byte written: faulted in */
+    for (uint64_t at = 0; at < m->size; at += 4096) p[at] = rl_byte(i, at);
+    p[m->size - 1] = rl_byte(i, m->size - 1);
+    live += m->size;
+    nlive++;
+  }
+  uint64_t pages_before = pages_of(s->env.mm);
+  weft_mem big;
+  weft_mem_init(&big, RL_GROW);
+  wb_check(weft_mm_reserve(s->env.mm, &big, WEFT_RESERVE_ALLOW), "weft_mm_reserve (growth)");
+  if (weft_mm_page_size(s->env.mm) <= 2 * MiB)
+    wb_fatal("mem_relocation: the growth did not outdate the arena's pages");
+
+  uint64_t f0 = minor_faults();
+  uint64_t t0 = wb_now_ns();
+  uint64_t moved = weft_mm_relocate(s->env.mm, true);
+  uint64_t t1 = wb_now_ns();
+  uint64_t f1 = minor_faults();
+
+  if (moved != nlive)
+    wb_fatal("mem_relocation: %" PRIu64 " of %" PRIu64 " live allocations moved", moved, nlive);
+  for (uint32_t i = 0; i < count; i++) {
+    if (i % 4 == 3) continue;
+    weft_mem *m = &s->mem[i];
+    const unsigned char *p = rl_resolve(s, m);
+    bool ok = p[m->size - 1] == rl_byte(i, m->size - 1) && p[1] == rl_byte(i, 0);
+    for (uint64_t at = 0; ok && at < m->size; at += 4096) ok = p[at] == rl_byte(i, at);
+    if (!ok) wb_fatal("mem_relocation: allocation %u lost its bytes in the move", i);
+  }
+  check_valid(&s->env, "weft_mm_validate after relocation");
+  rl_summary *sum = &rl_sums[s->variant];
+  sum->runs++;
+  sum->moved += live;
+  sum->allocations += moved;
+  sum->pages_out += pages_before;
+  sum->pages_in += pages_of(s->env.mm);
+  sum->faults += f1 - f0;
+  if (sum->runs > sum->cap) {
+    size_t nc = sum->cap ? sum->cap * 2 : 16;
+    double *a = realloc(sum->mib_s, nc * sizeof(double));
+    if (a) sum->mib_s = a;
+    double *b = realloc(sum->faults_mib, nc * sizeof(double));
+    if (b) sum->faults_mib = b;
+    if (!a || !b) wb_fatal("out of memory");
+    sum->cap = nc;
+  }
+  sum->mib_s[sum->runs - 1] = mib(live) / ((double)(t1 - t0 ? t1 - t0 : 1) / 1e9);
+  sum->faults_mib[sum->runs - 1] = (double)(f1 - f0) / mib(live);
+  weft_mm_destroy(s->env.mm);
+  s->env.mm = NULL;
+  return (uint64_t)((double)(t1 - t0) * (double)want / (double)live + 0.5);
+}
+
+static void rl_teardown(void *state) {
+  rl_state *s = state;
+  env_close(&s->env);
+  rc_destroy(&s->rc);
+  free(s->mem);
+  free(s);
+}
+
+/* The baselines: one memcpy of n MiB between two malloc'd buffers, written
+ * once beforehand (no page fault in the timed copy); or, _fresh_pages, into
+ * a destination mmap'd anew for every run (a page fault per 4 KiB). */
+typedef struct mc_state {
+  bool fresh;
+  unsigned char *src, *dst;
+  uint64_t bytes;
+  uint64_t faults, runs;
+} mc_state;
+
+static uint64_t mc_faults_fresh, mc_runs_fresh, mc_bytes_fresh;
+
+static void mc_setup_warm(void **state) {
+  *state = xcalloc(1, sizeof(mc_state));
+}
+
+static void mc_setup_fresh(void **state) {
+  mc_state *s = xcalloc(1, sizeof(mc_state));
+  s->fresh = true;
+  mc_faults_fresh = mc_runs_fresh = mc_bytes_fresh = 0;
+  *state = s;
+}
+
+static uint64_t mc_run(void *state, uint64_t n) {
+  mc_state *s = state;
+  uint64_t bytes = n * MiB;
+  if (bytes > s->bytes) {
+    free(s->src);
+    if (!s->fresh) free(s->dst);
+    s->src = malloc(bytes);
+    s->dst = s->fresh ? NULL : malloc(bytes);
+    if (!s->src || (!s->fresh && !s->dst)) wb_fatal("out of memory (2 x %" PRIu64 " MiB)", n);
+    memset(s->src, 0x5A, bytes);
+    if (s->dst) memset(s->dst, 0, bytes);
+    s->bytes = bytes;
+  }
+  unsigned char *dst = s->dst;
+  if (s->fresh) {
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) wb_fatal("mmap of %" PRIu64 " MiB failed", n);
+    dst = m;
+  }
+  s->src[bytes - 1] = (unsigned char)n;
+  uint64_t f0 = minor_faults();
+  uint64_t t0 = wb_now_ns();
+  memcpy(dst, s->src, bytes);
+  uint64_t t1 = wb_now_ns();
+  uint64_t f1 = minor_faults();
+  if (dst[bytes - 1] != (unsigned char)n || dst[0] != 0x5A) wb_fatal("mem_memcpy: bad copy");
+  if (s->fresh) {
+    munmap(dst, bytes);
+    mc_faults_fresh += f1 - f0;
+    mc_bytes_fresh += bytes;
+    mc_runs_fresh++;
+  }
+  return t1 - t0;
+}
+
+static void mc_teardown(void *state) {
+  mc_state *s = state;
+  free(s->src);
+  free(s->dst);
+  free(s);
+}
+
+/* ---- report sections ------------------------------------------------------------------------- */
+
+static bool any_rr(void) {
+  for (int l = 0; l < NLAYOUTS; l++)
+    if (rr_sums[l].ran) return true;
+  return false;
+}
+
+/* Pooled layouts (the target: no storage call once warm) and the rest. */
+static bool pooled(int layout) {
+  return layout == L_SUBSLICES || layout == L_ADAPTIVE;
+}
+
+static bool print_warm(FILE *f) {
+  if (!any_rr()) return true;
+  bool ok = true;
+  fprintf(f, "\nmemory: storage allocations once warm (mem_reserve_release_*; target 0)\n");
+  fprintf(f, "baseline allocator: %s\n\n", baseline_allocator());
+  fprintf(f, "%-36s  %-15s  %14s  %11s  %12s  %12s  %s\n", "benchmark", "layout", "warm-up passes",
+          "calls cold", "reserved MiB", "calls warm", "per 1M ops");
+  fprintf(f, "%.*s\n", 126,
+          "---------------------------------------------------------------"
+          "---------------------------------------------------------------");
+  for (int l = 0; l < NLAYOUTS; l++) {
+    const rr_summary *r = &rr_sums[l];
+    if (!r->ran) continue;
+    double per = r->ops ? (double)r->calls_warm * 1e6 / (double)r->ops : 0.0;
+    const char *verdict = r->calls_warm == 0 ? "ok"
+                          : pooled(l)        ? "WARNING: storage calls once warm (target 0)"
+                                             : "WARNING: storage calls once warm (idle exclusive "
+                                               "pages are returned by design)";
+    fprintf(f, "%-36s  %-15s  %14u  %11" PRIu64 "  %12.1f  %12" PRIu64 "  %10.1f  %s\n", r->name,
+            layout_names[l], r->warmup_passes, r->cold_calls, mib(r->reserved), r->calls_warm, per,
+            verdict);
+    if (r->calls_warm && pooled(l)) ok = false;
+  }
+  if (!ok)
+    fputs("a pooled layout (SUBSLICES, ADAPTIVE) made storage calls once warm: this run fails\n",
+          f);
+  return ok;
+}
+
+static void json_warm(FILE *f) {
+  fputc('[', f);
+  bool first = true;
+  for (int l = 0; l < NLAYOUTS; l++) {
+    const rr_summary *r = &rr_sums[l];
+    if (!r->ran) continue;
+    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
+    first = false;
+    wb_json_string(f, r->name);
+    fputs(", \"layout\": ", f);
+    wb_json_string(f, layout_names[l]);
+    fprintf(f,
+            ", \"warmup_passes\": %u, \"storage_calls_cold\": %" PRIu64
+            ", \"reserved_bytes\": %" PRIu64 ", \"storage_calls_warm\": %" PRIu64
+            ", \"ops_warm\": %" PRIu64 ", \"target_met\": %s}",
+            r->warmup_passes, r->cold_calls, r->reserved, r->calls_warm, r->ops,
+            r->calls_warm == 0 ? "true" : "false");
+  }
+  fputs(first ? "]" : "\n  ]", f);
+}
+
+static bool print_trace(FILE *f) {
+  bool any = false;
+  for (int l = 0; l <= NLAYOUTS; l++) any |= tr_sums[l].ran;
+  if (!any) return true;
+  fprintf(f,
+          "\nmemory trace (ResNet-style CNN, fp32, batch 8: build, 2 training steps, shrink; "
+          "%u allocations, cold pass)\n\n",
+          tr_nalloc);
+  fprintf(f, "%-26s  %-15s  %17s  %15s  %6s  %10s  %10s  %16s\n", "benchmark", "layout",
+          "peak reserved MiB", "peak in use MiB", "ratio", "calls cold", "calls warm",
+          "reserved end MiB");
+  fprintf(f, "%.*s\n", 130,
+          "-----------------------------------------------------------------"
+          "-----------------------------------------------------------------");
+  for (int l = 0; l <= NLAYOUTS; l++) {
+    const tr_summary *t = &tr_sums[l];
+    if (!t->ran) continue;
+    if (l == NLAYOUTS) {
+      fprintf(f, "%-26s  %-15s  %17s  %15.1f  %6s  %10s  %10s  %16s\n", t->name, "(baseline)", "-",
+              mib(t->peak_in_use), "-", "-", "-", "-");
+      continue;
+    }
+    fprintf(f, "%-26s  %-15s  %17.1f  %15.1f  %6.2f  %10" PRIu64 "  %10" PRIu64 "  %16.1f\n",
+            t->name, layout_names[l], mib(t->peak_reserved), mib(t->peak_in_use),
+            t->peak_in_use ? (double)t->peak_reserved / (double)t->peak_in_use : 0.0, t->calls_cold,
+            t->calls_warm, mib(t->reserved_end));
+  }
+  fputs("ratio = peak reserved / peak in use (1.00: no overhead); calls = storage allocations "
+        "(cold: the first pass on a fresh manager; warm: all timed passes)\n",
+        f);
+  return true;
+}
+
+static void json_trace(FILE *f) {
+  fputc('[', f);
+  bool first = true;
+  for (int l = 0; l <= NLAYOUTS; l++) {
+    const tr_summary *t = &tr_sums[l];
+    if (!t->ran) continue;
+    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
+    first = false;
+    wb_json_string(f, t->name);
+    fputs(", \"layout\": ", f);
+    if (l == NLAYOUTS) {
+      fprintf(f,
+              "null, \"allocations\": %u, \"peak_reserved_bytes\": null, \"peak_in_use_bytes\": "
+              "%" PRIu64 ", \"ratio\": null, \"storage_calls_cold\": null, "
+              "\"storage_calls_warm\": null, \"passes_warm\": null, \"reserved_end_bytes\": null}",
+              tr_nalloc, t->peak_in_use);
+      continue;
+    }
+    wb_json_string(f, layout_names[l]);
+    fprintf(f,
+            ", \"allocations\": %u, \"peak_reserved_bytes\": %" PRIu64
+            ", \"peak_in_use_bytes\": %" PRIu64 ", \"ratio\": ",
+            tr_nalloc, t->peak_reserved, t->peak_in_use);
+    wb_json_number(f, t->peak_in_use ? (double)t->peak_reserved / (double)t->peak_in_use : 0.0);
+    fprintf(f,
+            ", \"storage_calls_cold\": %" PRIu64 ", \"storage_calls_warm\": %" PRIu64
+            ", \"passes_warm\": %" PRIu64 ", \"reserved_end_bytes\": %" PRIu64 "}",
+            t->calls_cold, t->calls_warm, t->passes_warm, t->reserved_end);
+  }
+  fputs(first ? "]" : "\n  ]", f);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_of(const double *v, size_t n) {
+  if (n == 0) return 0.0;
+  double *t = xcalloc(n, sizeof(double));
+  memcpy(t, v, n * sizeof(double));
+  qsort(t, n, sizeof(double), cmp_double);
+  double m = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2.0;
+  free(t);
+  return m;
+}
+
+static bool print_relocation(FILE *f) {
+  bool any = false;
+  for (int v = 0; v < RL_VARIANTS; v++) any |= rl_sums[v].ran && rl_sums[v].runs;
+  if (!any) return true;
+  fputs("\nmemory: relocation (ADAPTIVE: live allocations of 96 KiB .. 1 MiB moved off outdated 2 "
+        "MiB pages into 9 MiB pages; means per run)\n\n",
+        f);
+  fprintf(f, "%-28s  %10s  %11s  %12s  %11s  %10s  %12s\n", "benchmark", "MiB moved", "allocations",
+          "pages before", "pages after", "MiB/s", "faults/MiB");
+  fprintf(f, "%.*s\n", 104,
+          "----------------------------------------------------------------"
+          "----------------------------------------------------------------");
+  for (int v = 0; v < RL_VARIANTS; v++) {
+    const rl_summary *r = &rl_sums[v];
+    if (!r->ran || !r->runs) continue;
+    double runs = (double)r->runs;
+    fprintf(f, "%-28s  %10.1f  %11.0f  %12.0f  %11.0f  %10.0f  %12.1f\n", r->name,
+            mib(r->moved) / runs, (double)r->allocations / runs, (double)r->pages_out / runs,
+            (double)r->pages_in / runs, median_of(r->mib_s, r->runs),
+            median_of(r->faults_mib, r->runs));
+  }
+  if (mc_runs_fresh)
+    fprintf(f, "%-28s  %10.1f  %11s  %12s  %11s  %10s  %12.1f\n", "mem_memcpy_fresh_pages",
+            mib(mc_bytes_fresh) / (double)mc_runs_fresh, "-", "-", "-", "-",
+            (double)mc_faults_fresh / mib(mc_bytes_fresh));
+  fputs("MiB/s: median over the runs (warm-up included) of bytes moved / time of "
+        "weft_mm_relocate; faults/MiB: median minor page faults in the timed part (256 per MiB: "
+        "every 4 KiB page fresh)\n",
+        f);
+  return true;
+}
+
+static void json_relocation(FILE *f) {
+  fputc('[', f);
+  bool first = true;
+  for (int v = 0; v < RL_VARIANTS; v++) {
+    const rl_summary *r = &rl_sums[v];
+    if (!r->ran || !r->runs) continue;
+    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
+    first = false;
+    wb_json_string(f, r->name);
+    fprintf(f,
+            ", \"runs\": %" PRIu64 ", \"bytes_moved\": %" PRIu64 ", \"allocations_moved\": %" PRIu64
+            ", \"pages_before\": %" PRIu64 ", \"pages_after\": %" PRIu64
+            ", \"minor_faults\": %" PRIu64 ", \"median_mib_per_s\": ",
+            r->runs, r->moved, r->allocations, r->pages_out, r->pages_in, r->faults);
+    wb_json_number(f, median_of(r->mib_s, r->runs));
+    fputc('}', f);
+  }
+  fputs(first ? "]" : "\n  ]", f);
+}
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+static const wb_bench benches[] = {
+    {.name = "mem_reserve_release_subslices",
+     .description = "weft_mm_reserve + weft_mm_free, SUBSLICES, warm; 64 B .. 4 MiB through a "
+                    "window of 32 live allocations",
+     .baseline = "mem_mallocx_dallocx",
+     .iterations = RR_ITERS,
+     .setup = rr_setup_subslices,
+     .run = rr_run,
+     .teardown = rr_teardown},
+    {.name = "mem_reserve_release_adaptive",
+     .description = "as mem_reserve_release_subslices, ADAPTIVE layout",
+     .baseline = "mem_mallocx_dallocx",
+     .iterations = RR_ITERS,
+     .setup = rr_setup_adaptive,
+     .run = rr_run,
+     .teardown = rr_teardown},
+    {.name = "mem_reserve_release_exclusive_pages",
+     .description = "as mem_reserve_release_subslices, EXCLUSIVE_PAGES layout",
+     .baseline = "mem_mallocx_dallocx",
+     .iterations = RR_ITERS,
+     .setup = rr_setup_exclusive,
+     .run = rr_run,
+     .teardown = rr_teardown},
+    {.name = "mem_mallocx_dallocx",
+     .description = "baseline: the same sizes and window on mallocx/dallocx, private jemalloc "
+                    "arena, no tcache (libc where weft has no jemalloc)",
+     .iterations = RR_ITERS,
+     .setup = rrb_setup,
+     .run = rrb_run,
+     .teardown = rrb_teardown},
+    {.name = "mem_trace_subslices",
+     .description = "one pass of the ML-like trace (CNN build, 2 training steps, shrink), "
+                    "SUBSLICES, warm; peaks in the memory trace table",
+     .baseline = "mem_trace_mallocx",
+     .iterations = TR_ITERS,
+     .setup = tr_setup_subslices,
+     .run = tr_run,
+     .teardown = tr_teardown},
+    {.name = "mem_trace_exclusive_pages",
+     .description = "as mem_trace_subslices, EXCLUSIVE_PAGES layout",
+     .baseline = "mem_trace_mallocx",
+     .iterations = TR_ITERS,
+     .setup = tr_setup_exclusive,
+     .run = tr_run,
+     .teardown = tr_teardown},
+    {.name = "mem_trace_adaptive",
+     .description = "as mem_trace_subslices, ADAPTIVE layout",
+     .baseline = "mem_trace_mallocx",
+     .iterations = TR_ITERS,
+     .setup = tr_setup_adaptive,
+     .run = tr_run,
+     .teardown = tr_teardown},
+    {.name = "mem_trace_custom",
+     .description = "as mem_trace_subslices, a CUSTOM layout (32 MiB pages, slices <= 8 MiB, "
+                    "exclusive pages beyond)",
+     .baseline = "mem_trace_mallocx",
+     .iterations = TR_ITERS,
+     .setup = tr_setup_custom,
+     .run = tr_run,
+     .teardown = tr_teardown},
+    {.name = "mem_trace_mallocx",
+     .description = "baseline: one pass of the ML-like trace on mallocx/dallocx (libc where weft "
+                    "has no jemalloc)",
+     .iterations = TR_ITERS,
+     .setup = trb_setup,
+     .run = trb_run,
+     .teardown = trb_teardown},
+    {.name = "mem_relocation",
+     .description = "weft_mm_relocate(mm, true) off outdated 2 MiB ADAPTIVE pages, storage pages "
+                    "recycled (faulted in); one op = 1 MiB moved (ops/s = MiB/s)",
+     .baseline = "mem_memcpy",
+     .iterations = RL_ITERS,
+     .setup = rl_setup_warm,
+     .run = rl_run,
+     .teardown = rl_teardown},
+    {.name = "mem_memcpy",
+     .description = "baseline: memcpy between two malloc'd, pre-faulted buffers; one op = 1 MiB",
+     .iterations = RL_ITERS,
+     .setup = mc_setup_warm,
+     .run = mc_run,
+     .teardown = mc_teardown},
+    {.name = "mem_relocation_fresh_pages",
+     .description = "as mem_relocation, storage on the default allocator (new pages are usually "
+                    "fresh: a page fault per 4 KiB)",
+     .baseline = "mem_memcpy_fresh_pages",
+     .iterations = RL_ITERS,
+     .setup = rl_setup_fresh,
+     .run = rl_run,
+     .teardown = rl_teardown},
+    {.name = "mem_memcpy_fresh_pages",
+     .description = "baseline: memcpy into a buffer mmap'd anew each run; one op = 1 MiB",
+     .iterations = RL_ITERS,
+     .setup = mc_setup_fresh,
+     .run = mc_run,
+     .teardown = mc_teardown},
+};
+
+static const wb_section sections[] = {
+    {.json_key = "memory_storage_calls", .print_table = print_warm, .print_json = json_warm},
+    {.json_key = "memory_trace", .print_table = print_trace, .print_json = json_trace},
+    {.json_key = "memory_relocation",
+     .print_table = print_relocation,
+     .print_json = json_relocation},
+};
+
+void wb_register_memory(void) {
+  base_alloc = weft_allocator_default();
+  for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++) wb_register(&benches[i]);
+  for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+    wb_register_section(&sections[i]);
+}

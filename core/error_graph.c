@@ -1,0 +1,357 @@
+#include "core/error_graph.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+
+#define TOMB   UINT64_MAX
+#define MAX_ID (UINT64_MAX - 1)
+
+static bool rehash(weft_error_graph *g, uint64_t cap);
+
+void weft_graph_init(weft_error_graph *g, const weft_allocator *alloc) {
+  memset(g, 0, sizeof(*g));
+  g->alloc = alloc;
+  rehash(g, 64); /* if this fails, the first insert tries again */
+}
+
+static void free_skips(weft_error_graph *g, weft_graph_node *nd) {
+  weft__free(g->alloc, nd->skips, sizeof(weft_skip_record) * WEFT_SKIP_KEEP, 16);
+  nd->skips = NULL;
+}
+
+void weft_graph_destroy(weft_error_graph *g) {
+  for (uint64_t i = 0; i < g->cap; i++)
+    if (g->nodes[i].id && g->nodes[i].id != TOMB) {
+      weft_error_free(g->nodes[i].error);
+      free_skips(g, &g->nodes[i]);
+    }
+  weft__free(g->alloc, g->nodes, sizeof(weft_graph_node) * g->cap, 16);
+  weft__free(g->alloc, g->unallocated, sizeof(*g->unallocated) * g->unallocated_cap, 16);
+  memset(g, 0, sizeof(*g));
+}
+
+static uint64_t hash(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdu;
+  x ^= x >> 33;
+  return x;
+}
+
+static weft_graph_node *find(const weft_error_graph *g, weft_failure_id id) {
+  if (!id || id == TOMB || !g->cap) return NULL;
+  for (uint64_t i = hash(id) & (g->cap - 1), n = 0; n < g->cap; i = (i + 1) & (g->cap - 1), n++) {
+    weft_graph_node *nd = &g->nodes[i];
+    if (nd->id == id) return nd;
+    if (nd->id == 0) return NULL;
+  }
+  return NULL;
+}
+
+/* Rehashes into a table of |cap| slots (tombstones dropped). */
+static bool rehash(weft_error_graph *g, uint64_t cap) {
+  weft_graph_node *n = weft__calloc(g->alloc, sizeof(*n) * cap, 16);
+  if (!n) return false;
+  for (uint64_t i = 0; i < g->cap; i++) {
+    weft_graph_node *o = &g->nodes[i];
+    if (!o->id || o->id == TOMB) continue;
+    uint64_t j = hash(o->id) & (cap - 1);
+    while (n[j].id) j = (j + 1) & (cap - 1);
+    n[j] = *o;
+  }
+  weft__free(g->alloc, g->nodes, sizeof(weft_graph_node) * g->cap, 16);
+  g->nodes = n;
+  g->cap = cap;
+  g->used = g->len;
+  return true;
+}
+
+weft_failure_id weft_graph_mint(weft_error_graph *g, weft_status *err) {
+  if (g->minted >= MAX_ID) {
+    if (err)
+      *err = weft_error_make(WEFT_ERR_GENERIC, "failure ids are exhausted (%" PRIu64 " minted)",
+                             g->minted);
+    return 0;
+  }
+  return ++g->minted;
+}
+
+bool weft_graph_insert_as(weft_error_graph *g, weft_failure_id id, weft_status error) {
+  if (!id || id == TOMB || find(g, id)) {
+    weft_error_free(error);
+    return false;
+  }
+  /* At most half full counting tombstones; a rehash drops the tombstones
+   * and keeps live nodes under a quarter, so churn never allocates. */
+  if ((g->used + 1) * 2 > g->cap) {
+    uint64_t cap = g->cap ? g->cap : 64;
+    while ((g->len + 1) * 4 > cap) cap *= 2;
+    if (!rehash(g, cap)) {
+      weft_error_free(error);
+      return false;
+    }
+  }
+  uint64_t i = hash(id) & (g->cap - 1);
+  while (g->nodes[i].id && g->nodes[i].id != TOMB) i = (i + 1) & (g->cap - 1);
+  if (g->nodes[i].id == 0) g->used++;
+  weft_graph_node *nd = &g->nodes[i];
+  memset(nd, 0, sizeof(*nd));
+  nd->id = id;
+  nd->error = error;
+  g->len++;
+  return true;
+}
+
+weft_failure_id weft_graph_insert(weft_error_graph *g, weft_status error, weft_status *err) {
+  weft_failure_id id = weft_graph_mint(g, err);
+  if (!id) {
+    weft_error_free(error);
+    return 0;
+  }
+  if (!weft_graph_insert_as(g, id, error)) {
+    if (err) *err = weft_error_make(WEFT_ERR_OUT_OF_MEMORY, "no memory for the error graph");
+    return 0;
+  }
+  return id;
+}
+
+static void remove_node(weft_error_graph *g, weft_graph_node *nd) {
+  weft_error_free(nd->error);
+  free_skips(g, nd);
+  memset(nd, 0, sizeof(*nd));
+  nd->id = TOMB;
+  g->len--;
+}
+
+void weft_graph_tag(weft_error_graph *g, weft_failure_id id) {
+  weft_graph_node *nd = find(g, id);
+  if (nd) nd->tagged++;
+}
+
+void weft_graph_untag(weft_error_graph *g, weft_failure_id id) {
+  weft_graph_node *nd = find(g, id);
+  if (!nd) return;
+  if (nd->tagged) nd->tagged--;
+  if (nd->tagged == 0 && nd->holds == 0) remove_node(g, nd); /* at once, never deferred */
+}
+
+void weft_graph_prune(weft_error_graph *g, weft_failure_id id) {
+  weft_graph_node *nd = find(g, id);
+  if (nd && nd->tagged == 0 && nd->holds == 0) remove_node(g, nd);
+}
+
+void weft_graph_replace(weft_error_graph *g, weft_failure_id id, weft_status error) {
+  weft_graph_node *nd = find(g, id);
+  if (!nd) {
+    weft_error_free(error); /* nothing can read it */
+    return;
+  }
+  weft_error_free(nd->error);
+  nd->error = error;
+}
+
+weft_status weft_graph_error(const weft_error_graph *g, weft_failure_id id) {
+  weft_graph_node *nd = find(g, id);
+  return nd ? nd->error : NULL;
+}
+
+const weft_graph_node *weft_graph_node_of(const weft_error_graph *g, weft_failure_id id) {
+  return find(g, id);
+}
+
+void weft_graph_skipped(weft_error_graph *g, weft_failure_id id, const weft_skip_record *rec) {
+  weft_graph_node *nd = find(g, id);
+  if (!nd) return;
+  if (!nd->skips) {
+    nd->skips = weft__alloc(g->alloc, sizeof(weft_skip_record) * WEFT_SKIP_KEEP, 16);
+    if (!nd->skips) { /* no room for records: the count still tells */
+      nd->skipped_total++;
+      return;
+    }
+  }
+  nd->skipped_total++;
+  if (nd->nskips == WEFT_SKIP_KEEP) { /* the newest are kept */
+    nd->skips[nd->first] = *rec;
+    nd->first = (nd->first + 1) % WEFT_SKIP_KEEP;
+  } else {
+    nd->skips[(nd->first + nd->nskips++) % WEFT_SKIP_KEEP] = *rec;
+  }
+}
+
+void weft_graph_set_origin(weft_error_graph *g, weft_failure_id id, uint32_t kernel,
+                           uint64_t launch) {
+  weft_graph_node *nd = find(g, id);
+  if (!nd) return;
+  nd->origin_kernel = kernel;
+  nd->origin_launch = launch;
+  nd->has_origin = true;
+}
+
+void weft_graph_hold(weft_error_graph *g, weft_failure_id id) {
+  weft_graph_node *nd = find(g, id);
+  if (nd) nd->holds++;
+}
+
+void weft_graph_unhold(weft_error_graph *g, weft_failure_id id) {
+  weft_graph_node *nd = find(g, id);
+  if (!nd || !nd->holds) return;
+  if (--nd->holds == 0 && nd->tagged == 0) remove_node(g, nd);
+}
+
+uint64_t weft_graph_len(const weft_error_graph *g) {
+  return g->len;
+}
+
+/* ---- reports ---------------------------------------------------------------------------- */
+
+static bool produced(const weft_skip_record *r, uint64_t memory) {
+  uint32_t n = r->nproduced < WEFT_SKIP_PRODUCED ? r->nproduced : WEFT_SKIP_PRODUCED;
+  for (uint32_t i = 0; i < n; i++)
+    if (r->produced[i] == memory) return true;
+  return false;
+}
+
+static void kernel_name(const weft_error_graph *g, uint32_t k, char *buf, size_t cap) {
+  const char *name = g->namer.kernel ? g->namer.kernel(g->namer.ctx, k) : NULL;
+  if (name)
+    snprintf(buf, cap, "'%s'", name);
+  else
+    snprintf(buf, cap, "#%" PRIu32, k);
+}
+
+weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uint64_t memory) {
+  const weft_graph_node *nd = find(g, id);
+  if (!nd) return NULL;
+  char hops[WEFT_SKIP_KEEP + 2][384];
+  const char *chain[WEFT_SKIP_KEEP + 2];
+  size_t n = 0;
+  uint64_t target = memory;
+  uint32_t upper = nd->skips ? nd->nskips : 0;
+  char name[272];
+  for (;;) {
+    /* The newest record before |upper| that produced |target|. */
+    const weft_skip_record *hit = NULL;
+    uint32_t i = upper;
+    while (i-- > 0) {
+      const weft_skip_record *r = &nd->skips[(nd->first + i) % WEFT_SKIP_KEEP];
+      if (produced(r, target)) {
+        hit = r;
+        break;
+      }
+    }
+    if (!hit) break;
+    kernel_name(g, hit->kernel, name, sizeof(name));
+    char mem[64];
+    if (g->namer.memory)
+      g->namer.memory(g->namer.ctx, hit->needed, mem, sizeof(mem));
+    else
+      snprintf(mem, sizeof(mem), "memory %" PRIu64, hit->needed);
+    snprintf(hops[n], sizeof(hops[n]), "skipped kernel %s (launch %" PRIu64 "): it needed %s", name,
+             hit->launch, mem);
+    chain[n] = hops[n];
+    n++;
+    target = hit->needed;
+    upper = i;
+  }
+  if (n > 0 && nd->skipped_total > nd->nskips) {
+    snprintf(hops[n], sizeof(hops[n]), "%" PRIu64 " older skip records were dropped",
+             nd->skipped_total - nd->nskips);
+    chain[n] = hops[n];
+    n++;
+  }
+  if (nd->has_origin) {
+    kernel_name(g, nd->origin_kernel, name, sizeof(name));
+    snprintf(hops[n], sizeof(hops[n]), "failed: kernel %s (launch %" PRIu64 ")", name,
+             nd->origin_launch);
+    chain[n] = hops[n];
+    n++;
+  }
+  return weft_error_unwritten(id, nd->tagged, weft_error_clone(nd->error), chain, n);
+}
+
+weft_status weft_graph_reports(const weft_error_graph *g, const weft_claim *claims, size_t n) {
+  weft_status stack[8], *errs = stack;
+  size_t k = 0, cap = 8;
+  for (size_t i = 0; i < n; i++) {
+    const weft_claim *c = &claims[i];
+    weft_failure_id f = c->unallocated ? weft_graph_unallocated_failure(g, c->memory) : c->failure;
+    if (!c->unallocated && !f) continue;
+    bool seen = false; /* first-seen order, each failure once */
+    for (size_t j = 0; j < i && !seen; j++) {
+      const weft_claim *d = &claims[j];
+      weft_failure_id e =
+          d->unallocated ? weft_graph_unallocated_failure(g, d->memory) : d->failure;
+      seen = f ? e == f : (d->unallocated && !e && d->memory == c->memory);
+    }
+    if (seen) continue;
+    weft_status r = f ? weft_graph_report(g, f, c->memory) : NULL;
+    if (!r && c->unallocated)
+      r = weft_error_make(WEFT_ERR_NOT_FOUND, "memory %" PRIu64 " was never allocated", c->memory);
+    if (!r) continue; /* a missing node: nothing can be said of it */
+    if (k == cap) {
+      weft_status *m = malloc(sizeof(*m) * cap * 2); /* errors live in libc memory */
+      if (!m) {
+        weft_error_free(r);
+        continue;
+      }
+      memcpy(m, errs, sizeof(*m) * k);
+      if (errs != stack) free(errs);
+      errs = m;
+      cap *= 2;
+    }
+    errs[k++] = r;
+  }
+  weft_status st = k ? weft_error_several(errs, k) : NULL;
+  if (errs != stack) free(errs);
+  return st;
+}
+
+/* ---- unallocated memory ------------------------------------------------------------------- */
+
+static struct weft_unallocated *unalloc_find(const weft_error_graph *g, uint64_t memory) {
+  for (uint64_t i = 0; i < g->unallocated_len; i++)
+    if (g->unallocated[i].memory == memory) return &g->unallocated[i];
+  return NULL;
+}
+
+void weft_graph_fail_unallocated(weft_error_graph *g, uint64_t memory, weft_status error) {
+  struct weft_unallocated *u = unalloc_find(g, memory);
+  if (u) { /* a new reason replaces the old one */
+    weft_graph_replace(g, u->failure, error);
+    return;
+  }
+  if (g->unallocated_len == g->unallocated_cap) {
+    uint64_t nc = g->unallocated_cap ? g->unallocated_cap * 2 : 8;
+    struct weft_unallocated *n = weft__alloc(g->alloc, sizeof(*n) * nc, 16);
+    if (!n) {
+      weft_error_free(error);
+      return;
+    }
+    if (g->unallocated) {
+      memcpy(n, g->unallocated, sizeof(*n) * g->unallocated_len);
+      weft__free(g->alloc, g->unallocated, sizeof(*n) * g->unallocated_cap, 16);
+    }
+    g->unallocated = n;
+    g->unallocated_cap = nc;
+  }
+  weft_failure_id f = weft_graph_insert(g, error, NULL);
+  if (!f) return;
+  weft_graph_tag(g, f); /* the record is its carrier */
+  g->unallocated[g->unallocated_len++] = (struct weft_unallocated){memory, f};
+}
+
+weft_failure_id weft_graph_unallocated_failure(const weft_error_graph *g, uint64_t memory) {
+  struct weft_unallocated *u = unalloc_find(g, memory);
+  return u && find(g, u->failure) ? u->failure : 0;
+}
+
+void weft_graph_forget_unallocated(weft_error_graph *g, uint64_t memory) {
+  struct weft_unallocated *u = unalloc_find(g, memory);
+  if (!u) return;
+  weft_failure_id f = u->failure;
+  *u = g->unallocated[--g->unallocated_len];
+  weft_graph_untag(g, f);
+}
