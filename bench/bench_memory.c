@@ -9,15 +9,25 @@
  *                                 the same sizes through the same window.
  *                                 Counts the storage allocations the timed
  *                                 runs make: the target is none.
+ *   mem_reserve_release_*_w256    the same with 256 live allocations: how the
+ *                                 cost grows with what a manager holds.
  *   mem_trace_<layout>            ns per pass of an ML-like trace (a CNN's
  *                                 weights, two training steps, a shrink);
  *                                 the peaks of a cold pass go to the
  *                                 "memory trace" table and the JSON's
  *                                 "memory_trace" array.
  *   mem_relocation                ns per MiB that weft_mm_relocate moves off
- *                                 outdated arena pages (ops/s = MiB/s);
- *                                 baseline mem_memcpy, a memcpy between two
- *                                 malloc'd buffers. */
+ *                                 outdated arena pages (ops/s = MiB/s), on
+ *                                 storage pages already faulted in; baseline
+ *                                 mem_memcpy, a memcpy between two malloc'd
+ *                                 buffers. mem_relocation_fresh_pages: on
+ *                                 pages as the allocator hands them out
+ *                                 (fresh), against a memcpy into fresh pages.
+ *
+ * Report sections (after the main table, and in the JSON document):
+ * "memory_storage_calls", "memory_trace", "memory_relocation". A pooled
+ * layout (SUBSLICES, ADAPTIVE) that makes a storage call once warm fails the
+ * run (exit 1 after the reports). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,21 +158,25 @@ static void base_free(void *p, uint64_t size) {
 
 /* ---- reserve + release ------------------------------------------------------------------------
  *
- * A pass: RR_PASS reservations; reservation k takes window slot rr_slot[k]
- * (releasing what lives there first) with size rr_size[k]; the pass ends by
- * releasing what the window still holds. A run of n operations is n
- * reservations and n releases: whole passes, then a prefix of one, each from
- * an empty window. Sizes are log-uniform over 64 B .. 4 MiB (an exponent
- * 6..21, then uniform within the octave: most are not multiples of 64). */
+ * A pass: RR_PASS reservations; reservation k takes window slot
+ * rr_pick[k] % window (releasing what lives there first) with size
+ * rr_size[k]; the pass ends by releasing what the window still holds. A run
+ * of n operations is n reservations and n releases: whole passes, then a
+ * prefix of one, each from an empty window. Sizes are log-uniform over 64 B
+ * .. 4 MiB (an exponent 6..21, then uniform within the octave: most are not
+ * multiples of 64). The main window holds 32 live allocations; the _w256
+ * rows hold 256, to show how the cost grows with what a manager holds. */
 
 #define RR_PASS       4096u
 #define RR_WINDOW     32u
-#define RR_ITERS      100000u
+#define RR_WIDE       256u
+#define RR_MAX_WINDOW 256u
+#define RR_ITERS      (5u * RR_PASS) /* 20480: 5 passes */
 #define RR_SEED       UINT64_C(0x5EED0001)
 #define RR_WARMUP_MAX 8u /* warm-up passes until one adds no page */
 
 static uint64_t rr_size[RR_PASS];
-static uint8_t rr_slot[RR_PASS];
+static uint32_t rr_pick[RR_PASS];
 static bool rr_built;
 
 static void rr_build(void) {
@@ -172,52 +186,67 @@ static void rr_build(void) {
     unsigned e = 6 + (unsigned)(rng_next(&s) % 16);
     uint64_t lo = UINT64_C(1) << e;
     rr_size[k] = lo + rng_next(&s) % lo;
-    rr_slot[k] = (uint8_t)(rng_next(&s) % RR_WINDOW);
+    rr_pick[k] = (uint32_t)rng_next(&s);
   }
   rr_built = true;
 }
 
+/* The reserve+release benchmarks on a manager. */
+enum { RR_SUBSLICES, RR_ADAPTIVE, RR_EXCLUSIVE, RR_SUBSLICES_W256, RR_ADAPTIVE_W256, NRR };
+
+static const struct {
+  const char *name;
+  int layout;
+  uint32_t window;
+} rr_cfg[NRR] = {
+    [RR_SUBSLICES] = {"mem_reserve_release_subslices", L_SUBSLICES, RR_WINDOW},
+    [RR_ADAPTIVE] = {"mem_reserve_release_adaptive", L_ADAPTIVE, RR_WINDOW},
+    [RR_EXCLUSIVE] = {"mem_reserve_release_exclusive_pages", L_EXCLUSIVE, RR_WINDOW},
+    [RR_SUBSLICES_W256] = {"mem_reserve_release_subslices_w256", L_SUBSLICES, RR_WIDE},
+    [RR_ADAPTIVE_W256] = {"mem_reserve_release_adaptive_w256", L_ADAPTIVE, RR_WIDE},
+};
+
 /* What the memory tables report of one reserve+release benchmark. */
 typedef struct rr_summary {
   bool ran;
-  const char *name;
-  int layout;
   unsigned warmup_passes; /* passes in setup until one made no storage call */
+  uint64_t cold_calls;    /* storage allocations of the warm-up */
   uint64_t reserved;      /* bytes_reserved once warm */
   uint64_t calls_warm;    /* storage allocations during every run after setup */
   uint64_t ops;           /* reservations those runs made */
-  uint64_t cold_calls;    /* storage allocations of the warm-up */
 } rr_summary;
 
-static rr_summary rr_sums[NLAYOUTS];
+static rr_summary rr_sums[NRR];
 
 typedef struct rr_state {
   mm_env env;
-  int layout;
-  weft_mem mem[RR_WINDOW];
+  int id;
+  uint32_t window;
+  weft_mem mem[RR_MAX_WINDOW];
 } rr_state;
 
 static void rr_pass_mm(rr_state *s, uint32_t count) {
   weft_mm *mm = s->env.mm;
   for (uint32_t k = 0; k < count; k++) {
-    weft_mem *m = &s->mem[rr_slot[k]];
+    weft_mem *m = &s->mem[rr_pick[k] % s->window];
     if (weft_mem_is_placed(m)) weft_mm_free(mm, m);
     weft_mem_init(m, rr_size[k]);
     weft_status st = weft_mm_reserve(mm, m, WEFT_RESERVE_ALLOW);
     if (st) wb_check(st, "weft_mm_reserve");
   }
-  for (uint32_t j = 0; j < RR_WINDOW; j++)
+  for (uint32_t j = 0; j < s->window; j++)
     if (weft_mem_is_placed(&s->mem[j])) weft_mm_free(mm, &s->mem[j]);
 }
 
-static void rr_setup(void **state, int layout, const char *name) {
+static void rr_setup(void **state, int id) {
   rr_build();
   rr_state *s = xcalloc(1, sizeof(*s));
-  s->layout = layout;
+  s->id = id;
+  s->window = rr_cfg[id].window;
   env_open_storage(&s->env);
-  env_open_mm(&s->env, layout);
-  rr_summary *sum = &rr_sums[layout];
-  *sum = (rr_summary){.ran = true, .name = name, .layout = layout};
+  env_open_mm(&s->env, rr_cfg[id].layout);
+  rr_summary *sum = &rr_sums[id];
+  *sum = (rr_summary){.ran = true};
   /* Warm-up: whole passes until one needs no new storage (the first pass
    * places everything; ADAPTIVE's first pass also grows the arena's page,
    * so its second pass fills the new page size from scratch). */
@@ -245,58 +274,74 @@ static uint64_t rr_run(void *state, uint64_t n) {
     done += c;
   }
   uint64_t t1 = wb_now_ns();
-  rr_summary *sum = &rr_sums[s->layout];
+  rr_summary *sum = &rr_sums[s->id];
   sum->calls_warm += storage_calls(&s->env) - calls0;
   sum->ops += n;
   weft_memory_usage u = weft_mm_usage(s->env.mm);
   if (u.number_allocs || u.bytes_in_use)
-    wb_fatal("%s: %" PRIu64 " allocations still live after a run", sum->name, u.number_allocs);
+    wb_fatal("%s: %" PRIu64 " allocations still live after a run", rr_cfg[s->id].name,
+             u.number_allocs);
   return t1 - t0;
 }
 
 static void rr_teardown(void *state) {
   rr_state *s = state;
   check_valid(&s->env, "weft_mm_validate after the runs");
-  rr_sums[s->layout].reserved = weft_mm_usage(s->env.mm).bytes_reserved;
+  rr_sums[s->id].reserved = weft_mm_usage(s->env.mm).bytes_reserved;
   env_close(&s->env);
   free(s);
 }
 
 static void rr_setup_subslices(void **state) {
-  rr_setup(state, L_SUBSLICES, "mem_reserve_release_subslices");
-}
-static void rr_setup_exclusive(void **state) {
-  rr_setup(state, L_EXCLUSIVE, "mem_reserve_release_exclusive_pages");
+  rr_setup(state, RR_SUBSLICES);
 }
 static void rr_setup_adaptive(void **state) {
-  rr_setup(state, L_ADAPTIVE, "mem_reserve_release_adaptive");
+  rr_setup(state, RR_ADAPTIVE);
+}
+static void rr_setup_exclusive(void **state) {
+  rr_setup(state, RR_EXCLUSIVE);
+}
+static void rr_setup_subslices_w256(void **state) {
+  rr_setup(state, RR_SUBSLICES_W256);
+}
+static void rr_setup_adaptive_w256(void **state) {
+  rr_setup(state, RR_ADAPTIVE_W256);
 }
 
-/* The baseline: the same passes on the baseline allocator. */
+/* The baselines: the same passes on the baseline allocator. */
 typedef struct rrb_state {
-  void *p[RR_WINDOW];
-  uint64_t size[RR_WINDOW];
+  uint32_t window;
+  void *p[RR_MAX_WINDOW];
+  uint64_t size[RR_MAX_WINDOW];
 } rrb_state;
 
 static void rrb_pass(rrb_state *s, uint32_t count) {
   for (uint32_t k = 0; k < count; k++) {
-    unsigned j = rr_slot[k];
+    uint32_t j = rr_pick[k] % s->window;
     if (s->p[j]) base_free(s->p[j], s->size[j]);
     s->p[j] = base_malloc(rr_size[k]);
     s->size[j] = rr_size[k];
   }
-  for (uint32_t j = 0; j < RR_WINDOW; j++)
+  for (uint32_t j = 0; j < s->window; j++)
     if (s->p[j]) {
       base_free(s->p[j], s->size[j]);
       s->p[j] = NULL;
     }
 }
 
-static void rrb_setup(void **state) {
+static void rrb_setup_window(void **state, uint32_t window) {
   rr_build();
   rrb_state *s = xcalloc(1, sizeof(*s));
+  s->window = window;
   rrb_pass(s, RR_PASS); /* the same warm-up as the managers' first pass */
   *state = s;
+}
+
+static void rrb_setup(void **state) {
+  rrb_setup_window(state, RR_WINDOW);
+}
+static void rrb_setup_w256(void **state) {
+  rrb_setup_window(state, RR_WIDE);
 }
 
 static uint64_t rrb_run(void *state, uint64_t n) {
@@ -318,8 +363,9 @@ static void rrb_teardown(void *state) {
  *
  * A ResNet-style CNN trained in fp32 at batch 8: a 7x7 stem (3 -> 64
  * channels, 224 -> 112 pixels), four stages of three 3x3 convolutions (64,
- * 128, 256, 512 channels at 56, 28, 14, 7 pixels; the first of stages 2-4
- * halves the pixels), a 512 -> 1000 classifier.
+ * 128, 256, 512 channels at 56, 28, 14, 7 pixels; pooling and strides,
+ * which allocate nothing here, take the pixels down), a 512 -> 1000
+ * classifier: 14 layers.
  *
  *   build     per layer, in order: weights (37 KiB .. 9 MiB, growing with
  *             the stages), bias, batch-norm affine and running statistics
@@ -357,16 +403,18 @@ typedef struct tr_layer {
   uint32_t cin, cout, k, s_out;
 } tr_layer;
 
-static uint32_t tb_alloc(uint64_t size, uint64_t *live) {
+/* Appends a reservation of |size| (recorded in |sizes| by allocation index). */
+static uint32_t tb_alloc(uint64_t size, uint64_t *sizes, uint64_t *live) {
   if (tr_nev == TR_MAX_EVENTS)
     wb_fatal("the memory trace holds more than %u events", TR_MAX_EVENTS);
+  sizes[tr_nalloc] = size;
   tr_ev[tr_nev++] = (tr_event){.idx = tr_nalloc, .size = size};
   *live += size;
   if (*live > tr_peak_live) tr_peak_live = *live;
   return tr_nalloc++;
 }
 
-static void tb_free(uint32_t idx, uint64_t *sizes, uint64_t *live) {
+static void tb_free(uint32_t idx, const uint64_t *sizes, uint64_t *live) {
   if (tr_nev == TR_MAX_EVENTS)
     wb_fatal("the memory trace holds more than %u events", TR_MAX_EVENTS);
   tr_ev[tr_nev++] = (tr_event){.idx = idx, .size = 0};
@@ -390,7 +438,7 @@ static void tr_build(void) {
   /* Sizes by allocation index, to release with the right size. */
   static uint64_t sizes[TR_MAX_EVENTS];
   uint64_t live = 0;
-#define A(sz) (sizes[tr_nalloc] = (sz), tb_alloc((sz), &live))
+#define A(sz) tb_alloc((sz), sizes, &live)
 #define F(i)  tb_free((i), sizes, &live)
   uint32_t w[TR_LAYERS], b[TR_LAYERS], bn[TR_LAYERS], bs[TR_LAYERS], mom[TR_LAYERS];
   for (uint32_t l = 0; l < TR_LAYERS; l++) {
@@ -899,42 +947,36 @@ static void mc_teardown(void *state) {
 
 /* ---- report sections ------------------------------------------------------------------------- */
 
-static bool any_rr(void) {
-  for (int l = 0; l < NLAYOUTS; l++)
-    if (rr_sums[l].ran) return true;
-  return false;
-}
-
-/* Pooled layouts (the target: no storage call once warm) and the rest. */
-static bool pooled(int layout) {
-  return layout == L_SUBSLICES || layout == L_ADAPTIVE;
-}
-
 static bool print_warm(FILE *f) {
-  if (!any_rr()) return true;
+  bool any = false;
+  for (int i = 0; i < NRR; i++) any |= rr_sums[i].ran;
+  if (!any) return true;
   bool ok = true;
   fprintf(f, "\nmemory: storage allocations once warm (mem_reserve_release_*; target 0)\n");
   fprintf(f, "baseline allocator: %s\n\n", baseline_allocator());
-  fprintf(f, "%-36s  %-15s  %14s  %11s  %12s  %12s  %s\n", "benchmark", "layout", "warm-up passes",
-          "calls cold", "reserved MiB", "calls warm", "per 1M ops");
-  fprintf(f, "%.*s\n", 126,
-          "---------------------------------------------------------------"
-          "---------------------------------------------------------------");
-  for (int l = 0; l < NLAYOUTS; l++) {
-    const rr_summary *r = &rr_sums[l];
+  fprintf(f, "%-36s  %-15s  %6s  %14s  %10s  %12s  %10s  %10s\n", "benchmark", "layout", "window",
+          "warm-up passes", "calls cold", "reserved MiB", "calls warm", "per 1M ops");
+  fprintf(f, "%.*s\n", 128,
+          "----------------------------------------------------------------"
+          "----------------------------------------------------------------");
+  for (int i = 0; i < NRR; i++) {
+    const rr_summary *r = &rr_sums[i];
     if (!r->ran) continue;
+    int l = rr_cfg[i].layout;
+    bool pooled = l == L_SUBSLICES || l == L_ADAPTIVE;
     double per = r->ops ? (double)r->calls_warm * 1e6 / (double)r->ops : 0.0;
-    const char *verdict = r->calls_warm == 0 ? "ok"
-                          : pooled(l)        ? "WARNING: storage calls once warm (target 0)"
-                                             : "WARNING: storage calls once warm (idle exclusive "
-                                               "pages are returned by design)";
-    fprintf(f, "%-36s  %-15s  %14u  %11" PRIu64 "  %12.1f  %12" PRIu64 "  %10.1f  %s\n", r->name,
-            layout_names[l], r->warmup_passes, r->cold_calls, mib(r->reserved), r->calls_warm, per,
-            verdict);
-    if (r->calls_warm && pooled(l)) ok = false;
+    fprintf(f, "%-36s  %-15s  %6u  %14u  %10" PRIu64 "  %12.1f  %10" PRIu64 "  %10.1f  %s\n",
+            rr_cfg[i].name, layout_names[l], rr_cfg[i].window, r->warmup_passes, r->cold_calls,
+            mib(r->reserved), r->calls_warm, per,
+            r->calls_warm == 0 ? "ok"
+            : pooled           ? "WARNING: storage calls once warm (target 0)"
+                               : "WARNING: storage calls once warm (exclusive pools return idle "
+                                 "pages every dealloc_period/5 reservations)");
+    if (r->calls_warm && pooled) ok = false;
   }
   if (!ok)
-    fputs("a pooled layout (SUBSLICES, ADAPTIVE) made storage calls once warm: this run fails\n",
+    fputs("WARNING: a pooled layout (SUBSLICES, ADAPTIVE) made storage calls once warm: the run "
+          "fails\n",
           f);
   return ok;
 }
@@ -942,19 +984,19 @@ static bool print_warm(FILE *f) {
 static void json_warm(FILE *f) {
   fputc('[', f);
   bool first = true;
-  for (int l = 0; l < NLAYOUTS; l++) {
-    const rr_summary *r = &rr_sums[l];
+  for (int i = 0; i < NRR; i++) {
+    const rr_summary *r = &rr_sums[i];
     if (!r->ran) continue;
     fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
     first = false;
-    wb_json_string(f, r->name);
+    wb_json_string(f, rr_cfg[i].name);
     fputs(", \"layout\": ", f);
-    wb_json_string(f, layout_names[l]);
+    wb_json_string(f, layout_names[rr_cfg[i].layout]);
     fprintf(f,
-            ", \"warmup_passes\": %u, \"storage_calls_cold\": %" PRIu64
+            ", \"window\": %u, \"warmup_passes\": %u, \"storage_calls_cold\": %" PRIu64
             ", \"reserved_bytes\": %" PRIu64 ", \"storage_calls_warm\": %" PRIu64
             ", \"ops_warm\": %" PRIu64 ", \"target_met\": %s}",
-            r->warmup_passes, r->cold_calls, r->reserved, r->calls_warm, r->ops,
+            rr_cfg[i].window, r->warmup_passes, r->cold_calls, r->reserved, r->calls_warm, r->ops,
             r->calls_warm == 0 ? "true" : "false");
   }
   fputs(first ? "]" : "\n  ]", f);
@@ -1122,6 +1164,26 @@ static const wb_bench benches[] = {
                     "arena, no tcache (libc where weft has no jemalloc)",
      .iterations = RR_ITERS,
      .setup = rrb_setup,
+     .run = rrb_run,
+     .teardown = rrb_teardown},
+    {.name = "mem_reserve_release_subslices_w256",
+     .description = "as mem_reserve_release_subslices, a window of 256 live allocations",
+     .baseline = "mem_mallocx_dallocx_w256",
+     .iterations = RR_ITERS,
+     .setup = rr_setup_subslices_w256,
+     .run = rr_run,
+     .teardown = rr_teardown},
+    {.name = "mem_reserve_release_adaptive_w256",
+     .description = "as mem_reserve_release_adaptive, a window of 256 live allocations",
+     .baseline = "mem_mallocx_dallocx_w256",
+     .iterations = RR_ITERS,
+     .setup = rr_setup_adaptive_w256,
+     .run = rr_run,
+     .teardown = rr_teardown},
+    {.name = "mem_mallocx_dallocx_w256",
+     .description = "baseline: as mem_mallocx_dallocx, a window of 256 live allocations",
+     .iterations = RR_ITERS,
+     .setup = rrb_setup_w256,
      .run = rrb_run,
      .teardown = rrb_teardown},
     {.name = "mem_trace_subslices",

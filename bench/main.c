@@ -2,8 +2,11 @@
  * harness (see docs/benchmarks.md). */
 #include "bench/harness.h"
 
+void wb_register_failures(void); /* bench/bench_failures.c */
+
 int main(int argc, char **argv) {
   wb_register_launch();
   wb_register_memory();
+  wb_register_failures();
   return wb_main(argc, argv);
 }

@@ -118,12 +118,25 @@ weft_failure_id weft_graph_insert(weft_error_graph *g, weft_status error, weft_s
   return id;
 }
 
+/* Backward-shift deletion (linear probing): the rest of the probe run moves
+ * back over the freed slot, so no tombstone is left behind and churn never
+ * triggers a rehash, which would allocate a new table every few dozen
+ * failures. Moves other nodes: no node pointer survives a removal. */
 static void remove_node(weft_error_graph *g, weft_graph_node *nd) {
   weft_error_free(nd->error);
   free_skips(g, nd);
-  memset(nd, 0, sizeof(*nd));
-  nd->id = TOMB;
+  uint64_t mask = g->cap - 1, hole = (uint64_t)(nd - g->nodes);
+  for (uint64_t j = (hole + 1) & mask; g->nodes[j].id; j = (j + 1) & mask) {
+    uint64_t home = hash(g->nodes[j].id) & mask;
+    /* The node at j stays iff its home lies cyclically in (hole, j]. */
+    bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    g->nodes[hole] = g->nodes[j];
+    hole = j;
+  }
+  memset(&g->nodes[hole], 0, sizeof(g->nodes[hole]));
   g->len--;
+  g->used--;
 }
 
 void weft_graph_tag(weft_error_graph *g, weft_failure_id id) {

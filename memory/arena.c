@@ -48,7 +48,11 @@ static void drop_drained(weft_mm *mm) {
 }
 
 void weft_arena_tick(weft_mm *mm) {
-  if (!mm->has_arena) return;
+  if (!mm->has_arena || mm->current < 0) return;
+  bool any = false; /* most ticks find nothing outdated: one pass to tell */
+  for (uint32_t i = 0; i < WEFT_ARENA_SLOTS && !any; i++)
+    any = mm->slots[i] && mm->slots[i]->outdated;
+  if (!any) return;
   for (uint32_t i = 0; i < WEFT_ARENA_SLOTS; i++)
     if (mm->slots[i] && mm->slots[i]->outdated)
       weft_pool_cleanup(mm->slots[i], false, mm->reserves);
@@ -215,6 +219,7 @@ static uint64_t move_page(weft_mm *mm, weft_pool *from, uint32_t idx, weft_pool 
     weft_slice *dst = weft_pool_find(to, &targets[j], &dst_pg);
     src->owner = NULL;
     src->owner_id = 0;
+    from->pages[idx].dirty = true;
     src->size += src->padding;
     src->padding = 0;
     dst->owner = owners[j];

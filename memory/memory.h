@@ -57,6 +57,7 @@ typedef struct weft_page {
   bool mapped;
   uint32_t guards;     /* relocation guards: a guarded page never moves */
   uint32_t free_count; /* exclusive pools: the age of a free page */
+  bool dirty;          /* a slice was freed since the last coalesce */
   weft_slice *slices;  /* ordered by offset, covering the page */
   uint32_t nslices, cap;
 } weft_page;

@@ -45,10 +45,11 @@ static bool is_tombstone(const weft_page *pg) {
   return pg->nslices == 0;
 }
 
-/* Rewrites the location of every owner on page |idx| (after moves). */
-static void renumber_page(weft_pool *p, uint32_t idx) {
+/* Rewrites the location of every owner on page |idx| from slice |from| on
+ * (after moves). */
+static void renumber_from(weft_pool *p, uint32_t idx, uint32_t from) {
   weft_page *pg = &p->pages[idx];
-  for (uint32_t s = 0; s < pg->nslices; s++) {
+  for (uint32_t s = from; s < pg->nslices; s++) {
     weft_mem *o = pg->slices[s].owner;
     if (o) {
       o->pool = p;
@@ -123,7 +124,7 @@ void weft_pool_release_page(weft_pool *p, uint32_t idx) {
   }
   memmove(&p->pages[idx], &p->pages[idx + 1], (size_t)(p->npages - idx - 1) * sizeof(weft_page));
   p->npages--;
-  for (uint32_t i = idx; i < p->npages; i++) renumber_page(p, i);
+  for (uint32_t i = idx; i < p->npages; i++) renumber_from(p, i, 0);
 }
 
 weft_status weft_pool_materialize(weft_pool *p, weft_page *pg) {
@@ -152,7 +153,7 @@ static bool carve(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint64_t
     pg->slices[s + 1] = (weft_slice){
         .offset = pg->slices[s].offset + eff, .size = capacity - eff, .padding = 0, .owner = NULL};
     pg->nslices++;
-    renumber_page(p, page);
+    renumber_from(p, page, s + 2); /* only the slices after the split moved */
   }
   /* Padding keeps every byte of the slice's capacity: nothing is lost on reuse. */
   set_owner(p, page, s, m, m->size, eff - m->size);
@@ -161,6 +162,8 @@ static bool carve(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint64_t
 
 void weft_pool_coalesce(weft_pool *p, uint32_t page) {
   weft_page *pg = &p->pages[page];
+  if (!pg->dirty) return; /* nothing was freed since the last pass */
+  pg->dirty = false;
   uint32_t w = 0;
   bool moved = false;
   for (uint32_t r = 0; r < pg->nslices; r++) {
@@ -178,7 +181,7 @@ void weft_pool_coalesce(weft_pool *p, uint32_t page) {
     pg->slices[w++] = sl;
   }
   pg->nslices = w;
-  if (moved) renumber_page(p, page);
+  if (moved) renumber_from(p, page, 0);
 }
 
 weft_slice *weft_pool_find(const weft_pool *p, const weft_mem *m, weft_page **page) {
@@ -381,6 +384,7 @@ void weft_pool_free(weft_pool *p, weft_mem *m) {
   if (!sl) return;
   sl->owner = NULL;
   sl->owner_id = 0;
+  pg->dirty = true;
   if (p->cfg.kind == WEFT_POOL_SLICED) { /* a free slice's capacity is all size */
     sl->size += sl->padding;
     sl->padding = 0;

@@ -746,29 +746,80 @@ weft_device *weft__dev_scheduling(void) {
   return scheduling;
 }
 
+/* The scheduler's queue: what it took from the inbox and has not processed
+ * yet, in submission order. Commands are popped one at a time so that a
+ * drain (which runs in the middle of one) sees the completions behind it. */
+static void held_append(weft_device *dev, ck_stack_entry_t *first) {
+  ck_stack_entry_t *last = first;
+  while (last->next) last = last->next;
+  if (dev->held_tail)
+    dev->held_tail->next = first;
+  else
+    dev->held_head = first;
+  dev->held_tail = last;
+}
+
 static void *scheduler_main(void *arg) {
   weft_device *dev = arg;
   scheduling = dev;
   for (;;) {
-    ck_stack_entry_t *e = dev->held_head; /* deferred by a drain: they come first */
-    if (e)
-      dev->held_head = dev->held_tail = NULL;
-    else
-      e = weft_inbox_take(&dev->inbox);
+    if (!dev->held_head) {
+      ck_stack_entry_t *e = weft_inbox_take(&dev->inbox);
+      if (!e) {
+        /* Idle: hand every partial batch to its worker before parking. */
+        weft__dev_flush_all(dev);
+        if (dev->shutdown && dev->inflight == 0) break;
+        weft_inbox_wait(&dev->inbox, NULL);
+        continue;
+      }
+      held_append(dev, e);
+    }
+    ck_stack_entry_t *e = dev->held_head;
+    dev->held_head = e->next;
+    if (!dev->held_head) dev->held_tail = NULL;
+    e->next = NULL;
+    weft__dev_process(dev, (cmd *)WEFT_TASK_OF(e));
+  }
+  return NULL;
+}
+
+void weft__dev_drain(weft_device *dev) {
+  weft__dev_flush_all(dev);
+  /* Completions already taken come first, in order; other commands stay. */
+  ck_stack_entry_t *prev = NULL, *e = dev->held_head;
+  while (e) {
+    ck_stack_entry_t *next = e->next;
+    cmd *c = (cmd *)WEFT_TASK_OF(e);
+    if (c->completed) {
+      if (prev)
+        prev->next = next;
+      else
+        dev->held_head = next;
+      if (dev->held_tail == e) dev->held_tail = prev;
+      e->next = NULL;
+      weft__dev_process(dev, c);
+    } else {
+      prev = e;
+    }
+    e = next;
+  }
+  while (dev->inflight) {
+    e = weft_inbox_take(&dev->inbox);
     if (!e) {
-      /* Idle: hand every partial batch to its worker before parking. */
-      weft__dev_flush_all(dev);
-      if (dev->shutdown && dev->inflight == 0) break;
       weft_inbox_wait(&dev->inbox, NULL);
       continue;
     }
     while (e) {
       ck_stack_entry_t *next = e->next;
-      weft__dev_process(dev, (cmd *)WEFT_TASK_OF(e));
+      cmd *c = (cmd *)WEFT_TASK_OF(e);
+      e->next = NULL;
+      if (c->completed)
+        weft__dev_process(dev, c);
+      else
+        held_append(dev, e);
       e = next;
     }
   }
-  return NULL;
 }
 
 /* ---- device ------------------------------------------------------------------------------------

@@ -144,7 +144,10 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);
 void weft__dev_memory_call(weft_device *dev, cmd *c);
 void weft__dev_process(weft_device *dev, cmd *c);
 void weft__dev_flush_all(weft_device *dev);
-/* Waits until no task is in flight, holding other commands for later. */
+/* Processes completions until no task is in flight; other commands that
+ * arrive meanwhile are held, in order, for the main loop. Needed before bytes
+ * move (relocation: workers hold addresses resolved at dispatch) and before
+ * the scheduler touches execution views. */
 void weft__dev_drain(weft_device *dev);
 weft_device *weft__dev_scheduling(void); /* the device whose scheduler is this thread */
 void weft__dev_release_now(weft_device *dev, uint64_t buffer);

@@ -54,35 +54,6 @@ void weft__dev_mm_destroy_all(weft_device *dev) {
   }
 }
 
-/* Processes completions until no task is in flight; other commands that
- * arrive meanwhile are held, in order, for the main loop. Needed before bytes
- * move (relocation): workers hold addresses resolved at dispatch. */
-void weft__dev_drain(weft_device *dev) {
-  weft__dev_flush_all(dev);
-  while (dev->inflight) {
-    ck_stack_entry_t *e = weft_inbox_take(&dev->inbox);
-    if (!e) {
-      weft_inbox_wait(&dev->inbox, NULL);
-      continue;
-    }
-    while (e) {
-      ck_stack_entry_t *next = e->next;
-      cmd *c = (cmd *)WEFT_TASK_OF(e);
-      if (c->completed) {
-        weft__dev_process(dev, c);
-      } else {
-        e->next = NULL;
-        if (dev->held_tail)
-          dev->held_tail->next = e;
-        else
-          dev->held_head = e;
-        dev->held_tail = e;
-      }
-      e = next;
-    }
-  }
-}
-
 /* After bytes moved, every buffer learns its new address. */
 static void refresh_addresses(weft_device *dev) {
   uint32_t n = atomic_load(&dev->buffers.fresh);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <weft/weft.h>
 
@@ -1318,5 +1319,47 @@ Test(memory_api, persistent_memory_disabled_ignores_persistent_windows, .timeout
   EXPECT_PLACEMENT(e.dev, 0, 1, 0, 1);
   EXPECT_OK(weft_buffer_release(e.dev, a));
   EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
+/* ---- memory calls racing completions ----------------------------------------------------------
+ */
+
+static void spin_us(unsigned us) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do clock_gettime(CLOCK_MONOTONIC, &t);
+  while ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000L < (long)us);
+}
+
+Test(memory_api, memory_calls_issued_while_work_completes_do_not_deadlock, .timeout = 60) {
+  /* A cleanup or an install waits for in-flight work (it drains); the
+   * completion of a write that finishes just as the call arrives must still
+   * be seen, or the drain waits forever. */
+  env e;
+  env_options(&e);
+  const weft_pool_config pools[1] = {sliced_pool(2 * MiB, 1 * MiB, 0)};
+  weft_layout layout = custom(pools, 1);
+  e.opts.memory_layout = &layout;
+  e.opts.max_streams = 8;
+  env_open(&e);
+  weft_device *dev = e.dev;
+  uint8_t *chunk = malloc(256 * KiB);
+  cr_assert_not_null(chunk);
+  fill_pattern(chunk, 256 * KiB, 1);
+  weft_buffer b[4];
+  for (int s = 0; s < 4; s++) b[s] = make_buffer(dev, (weft_stream_id)s, 256 * KiB);
+  for (int i = 0; i < 3000; i++) {
+    int s = i % 4;
+    EXPECT_OK(weft_buffer_write(dev, (weft_stream_id)s, b[s], 0, chunk, 256 * KiB));
+    spin_us((unsigned)(i % 40));
+    if (i % 2 == 0) /* slots 4..7 hold no memory: the install is accepted */
+      EXPECT_OK(weft_memory_cleanup(dev, (weft_stream_id)s));
+    else
+      EXPECT_OK(weft_memory_install_layout(dev, (weft_stream_id)(4 + s), &layout));
+  }
+  read_check(dev, 0, b[0], 0, 256 * KiB, 1, "after the races");
+  free(chunk);
+  for (int s = 0; s < 4; s++) EXPECT_OK(weft_buffer_release(dev, b[s]));
   env_close(&e);
 }

@@ -108,7 +108,7 @@ static inline const char *fmt(weft_status st, char *buf, size_t cap) {
   do {                                                                                             \
     char buf_c_[4096];                                                                             \
     fmt((st), buf_c_, sizeof buf_c_);                                                              \
-    cr_assert(strstr(buf_c_, (needle)) != NULL, "'%s' does not mention '%s'", buf_c_, (needle));  \
+    cr_assert(strstr(buf_c_, (needle)) != NULL, "'%s' does not mention '%s'", buf_c_, (needle));   \
   } while (0)
 
 /* Asserts |st| is Several{n errors}. */
@@ -133,8 +133,7 @@ static inline void expect_unwritten(weft_status u, weft_failure_id id, uint32_t 
   weft_status root = weft_error_root(u);
   cr_assert_eq(weft_error_kind_of(root), kind, "root kind in %s (expected %s)", buf,
                weft_error_kind_name(kind));
-  if (message)
-    cr_assert_str_eq(weft_error_message(root), message, "root message in %s", buf);
+  if (message) cr_assert_str_eq(weft_error_message(root), message, "root message in %s", buf);
   char hash[32];
   snprintf(hash, sizeof hash, "#%" PRIu64, id);
   cr_assert(strstr(buf, hash) != NULL, "'%s' does not name %s", buf, hash);
