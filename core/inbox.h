@@ -33,9 +33,17 @@ static inline void weft_inbox_init(weft_inbox *q) {
 
 /* Any thread. Publishes the entry (and what it points to) to the consumer. */
 static inline void weft_inbox_push(weft_inbox *q, ck_stack_entry_t *e) {
-  /* TSan cannot see ck's CAS: the queue object stands for the hand-off. */
-  WEFT_TSAN_RELEASE(q);
-  ck_stack_push_upmc(&q->stack, e);
+  /* ck_stack_push_upmc's CAS loop, written out so that the link is set
+   * before the TSan release that stands for the hand-off (TSan cannot see
+   * ck's inline-asm CAS). */
+  ck_stack_entry_t *head = ck_pr_load_ptr(&q->stack.head);
+  for (;;) {
+    e->next = head;
+    ck_pr_fence_store();
+    WEFT_TSAN_RELEASE(q);
+    if (ck_pr_cas_ptr_value(&q->stack.head, head, e, &head)) break;
+    ck_pr_stall();
+  }
   weft__ec_notify(&q->ec);
 }
 

@@ -618,6 +618,17 @@ static void sched_check(weft_device *dev, cmd *c) {
 /* ---- scheduler: completions
  * ------------------------------------------------------------------------------ */
 
+/* A successful write scope: enter_write then exit_write. When no written
+ * byte carries a claim the pair is a no-op (the provisional would be
+ * inserted, tagged, untagged and removed with nothing able to observe it),
+ * so the common case skips straight to the same end state. */
+static void run_scope(weft_failures *fs, weft_failure_id p, const weft_target *w, uint32_t n) {
+  bool clean = true;
+  for (uint32_t i = 0; i < n && clean; i++) clean = !w[i].taint || weft_taint_is_clean(w[i].taint);
+  if (clean) return;
+  weft_failures_exit_write(fs, weft_failures_enter_write(fs, p, w, n), w, n, NULL);
+}
+
 /* Applies a launch's outcome to the error graph, in the order the work ran:
  * every launch runs inside enter_write/exit_write; a skip never enters a
  * scope, it propagates the root. */
@@ -631,7 +642,7 @@ static void complete_launch(weft_device *dev, cmd *c) {
   switch (c->result) {
   case OUT_RUN:
     dev->stats.launches_run++;
-    if (w) weft_failures_exit_write(fs, weft_failures_enter_write(fs, c->p, w, nw), w, nw, NULL);
+    if (w) run_scope(fs, c->p, w, nw);
     break;
   case OUT_FAILED: {
     dev->stats.launches_failed++;
@@ -664,8 +675,7 @@ static void complete(weft_device *dev, cmd *c) {
     weft_buf *b = c->bufs[0];
     if (c->result == OUT_RUN && b->allocated) { /* a host copy runs in a write scope too */
       weft_target t = target(b, c->offset, c->len);
-      weft_failures_exit_write(&dev->failures,
-                               weft_failures_enter_write(&dev->failures, c->p, &t, 1), &t, 1, NULL);
+      run_scope(&dev->failures, c->p, &t, 1);
     }
     buf_unpin(dev, b);
     break;

@@ -70,8 +70,15 @@ static void log_once(weft_failures *fs, weft_failure_id f, weft_status error) {
 }
 
 void weft_failures_taint(weft_failures *fs, weft_status error, const weft_target *w, size_t n) {
-  weft_failure_id f = weft_graph_insert(&fs->graph, error, NULL);
-  if (!f) return;
+  weft_status why = NULL;
+  weft_failure_id f = weft_graph_insert(&fs->graph, error, &why);
+  if (!f) { /* the graph cannot hold it: say so rather than lose it silently */
+    char msg[256];
+    weft_error_format(why, msg, sizeof(msg));
+    fprintf(stderr, "weft: a failure could not be recorded: %s\n", msg);
+    weft_error_free(why);
+    return;
+  }
   log_once(fs, f, weft_graph_error(&fs->graph, f));
   taint_with(fs, f, w, n);
   weft_graph_prune(&fs->graph, f); /* claimed nothing: gone */
@@ -132,10 +139,16 @@ void weft_failures_exit_write(weft_failures *fs, weft_failure_id p, const weft_t
                               weft_status error) {
   if (!error) {
     weft_failures_written(fs, w, n); /* every claim on these bytes, older ones included */
-  } else {
+  } else if (p) {
     log_once(fs, p, error);
-    if (p)
-      weft_graph_replace(&fs->graph, p, error);
+    weft_graph_replace(&fs->graph, p, error);
+  } else {
+    /* No provisional: an empty write set (nothing to taint), or no room was
+     * left for one — then the error still lands on the bytes to be written. */
+    bool any = false;
+    for (size_t i = 0; i < n && !any; i++) any = w[i].range.start < w[i].range.end;
+    if (any)
+      weft_failures_taint(fs, error, w, n);
     else
       weft_error_free(error);
   }

@@ -957,6 +957,10 @@ Test(memory_api, reclaim_ladder_reuses_released_pages_of_the_same_and_other_stre
   expect_read_root(dev, 0, x, WEFT_ERR_OUT_OF_MEMORY, msg, sizeof(msg), __LINE__);
   cr_assert_not_null(strstr(msg, "memory snapshot"), "no snapshot in '%s'", msg);
   cr_assert_not_null(strstr(msg, "1000000"), "the request size is not in '%s'", msg);
+  /* A write to the unallocated buffer is accepted and dropped; it still
+   * reads back as out of memory. */
+  write_pattern(dev, 1, x, 0, 4096, 9);
+  EXPECT_READ_ROOT(dev, 1, x, WEFT_ERR_OUT_OF_MEMORY);
   weft_device_stats s = stats_of(dev);
   cr_assert_eq(s.reclaims, 1);
   cr_assert_eq(s.reclaims_rescued, 0);
