@@ -25,9 +25,25 @@ static size_t align8(size_t n) {
   return (n + 7u) & ~(size_t)7u;
 }
 
+/* Commands come from per-size-class free lists, so a device in steady state
+ * allocates nothing per launch: the scheduler returns every command to its
+ * class when it is done with it. Larger commands use the allocator. */
+static uint32_t cmd_class(size_t bytes) {
+  for (uint32_t k = 0; k < WEFT_CMD_CLASSES; k++)
+    if (bytes <= (WEFT_CMD_CLASS_MIN << k)) return k;
+  return WEFT_CMD_CLASSES;
+}
+
 static cmd *cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
   size_t bytes = align8(sizeof(cmd)) + extra;
-  cmd *c = weft__alloc(&dev->alloc, bytes, 16);
+  uint32_t k = cmd_class(bytes);
+  cmd *c = NULL;
+  if (k < WEFT_CMD_CLASSES) {
+    ck_stack_entry_t *e = weft_freelist_pop(&dev->cmd_pool[k]);
+    c = e ? (cmd *)WEFT_TASK_OF(e) : NULL;
+    bytes = WEFT_CMD_CLASS_MIN << k;
+  }
+  if (!c) c = weft__alloc(&dev->alloc, bytes, 16);
   if (!c) return NULL;
   memset(c, 0, sizeof(*c));
   c->kind = kind;
@@ -37,7 +53,21 @@ static cmd *cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
 }
 
 static void cmd_free(cmd *c) {
-  if (c->bytes) weft__free(&c->dev->alloc, c, c->bytes, 16); /* 0: on close's stack */
+  if (!c->bytes) return; /* on close's stack */
+  uint32_t k = cmd_class(c->bytes);
+  if (k < WEFT_CMD_CLASSES && c->bytes == (WEFT_CMD_CLASS_MIN << k))
+    weft_freelist_push(&c->dev->cmd_pool[k], &c->task.link);
+  else
+    weft__free(&c->dev->alloc, c, c->bytes, 16);
+}
+
+/* Close: every command is back in its class; free them all. */
+static void cmd_pool_destroy(weft_device *dev) {
+  for (uint32_t k = 0; k < WEFT_CMD_CLASSES; k++) {
+    ck_stack_entry_t *e;
+    while ((e = weft_freelist_pop(&dev->cmd_pool[k])))
+      weft__free(&dev->alloc, WEFT_TASK_OF(e), WEFT_CMD_CLASS_MIN << k, 16);
+  }
 }
 
 static void cmd_submit(weft_device *dev, cmd *c) {
@@ -1063,6 +1093,7 @@ void weft_device_close(weft_device *dev) {
   weft__free(&alloc, dev->streams, sizeof(weft_stream *) * dev->max_streams, 16);
   weft__free(&alloc, dev->kernels, sizeof(weft_kernel_entry) * WEFT_MAX_KERNELS, WEFT_CACHELINE);
   weft_handles_destroy(&dev->buffers);
+  cmd_pool_destroy(dev);
   weft__free(&alloc, dev, sizeof(*dev), WEFT_CACHELINE);
 }
 

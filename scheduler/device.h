@@ -9,6 +9,7 @@
 #define WEFT_SCHEDULER_DEVICE_H
 
 #include "core/failpoints.h"
+#include "core/freelist.h"
 #include "core/handles.h"
 #include "memory/drop_queue.h"
 #include "memory/memory.h"
@@ -97,6 +98,8 @@ typedef struct weft_batch {
 } weft_batch;
 
 #define WEFT_MAX_KERNELS  4096u
+#define WEFT_CMD_CLASSES 7u
+#define WEFT_CMD_CLASS_MIN ((size_t)512) /* command size classes: 512 B .. 32 KiB */
 #define WEFT_WRITE_INLINE (64u * 1024u) /* larger writes are staged through the drop queue */
 
 struct weft_device {
@@ -107,6 +110,7 @@ struct weft_device {
   pthread_t thread;
   _Atomic uint32_t closing;
   weft_handles buffers;
+  weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
   weft_kernel_entry *kernels;
   _Atomic uint32_t nkernels;
   _Atomic uint64_t launches_submitted;
