@@ -219,11 +219,11 @@ int main(void) {
   }
   weft_device_stats stats;
   TRY(weft_device_stats_get(d.dev, &stats));
-  printf("  %d rounds, %llu launches in %.1f ms (%.2f us per launch); %llu cross-stream waits,"
-         " %llu streams\n",
+  printf("  %d rounds, %llu launches in %.1f ms (%.2f us per launch); cross-stream waits: %llu "
+         "issued, %llu elided; %llu streams\n",
          rounds, (unsigned long long)stats.launches_run, dt * 1e3,
          dt * 1e6 / (double)stats.launches_run, (unsigned long long)stats.cross_stream_waits,
-         (unsigned long long)stats.streams_created);
+         (unsigned long long)stats.waits_elided, (unsigned long long)stats.streams_created);
   if (!ok) return 1;
 
   printf("\n== 2. injected failure: a NaN in batch 2's input ==\n");

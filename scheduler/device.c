@@ -297,10 +297,20 @@ static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64
 }
 
 /* Turns the per-slot wait vector into the task's wait list. */
-static void set_waits(weft_device *dev, cmd *c, const uint64_t *w) {
+/* Turns the per-slot wait vector into the task's wait list for stream
+ * |me|. A wait is elided when this stream already waited for the origin at
+ * that sequence number or later (streams run in order, so everything queued
+ * after that wait is past it too). */
+static void set_waits(weft_device *dev, cmd *c, uint32_t me, const uint64_t *w) {
+  uint64_t *synced = &dev->synced[(size_t)me * dev->max_streams];
   c->task.nwaits = 0;
   for (uint32_t s = 0; s < dev->max_streams; s++) {
     if (!w[s]) continue;
+    if (synced[s] >= w[s]) {
+      dev->stats.waits_elided++;
+      continue;
+    }
+    synced[s] = w[s];
     c->task.waits[c->task.nwaits].stream = dev->streams[s];
     c->task.waits[c->task.nwaits].seq = w[s];
     c->task.nwaits++;
@@ -556,7 +566,7 @@ static void sched_launch(weft_device *dev, cmd *c) {
     b->pending++;
     order(dev, b, is_write(c->bindings[i].access), s->slot, seq, w);
   }
-  set_waits(dev, c, w);
+  set_waits(dev, c, s->slot, w);
   c->p = scope_id(dev, c);
   const char *kname = dev->kernels[c->kernel].name;
   c->inject = weft_failpoints_launch(&dev->failpoints, c->launch_no, kname);
@@ -588,7 +598,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   buf_map(dev, b);
   b->pending++;
   order(dev, b, write, s->slot, s->submitted + 1, w);
-  set_waits(dev, c, w);
+  set_waits(dev, c, s->slot, w);
   if (write) c->p = scope_id(dev, c);
   c->task.run = write ? run_write : run_read;
   dispatch(dev, s, c);
@@ -1015,9 +1025,10 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   if (!st) st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
   if (!st) {
     dev->mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
+    dev->synced = weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
     dev->drops = weft__calloc(&dev->alloc, sizeof(weft_drop_queue) * o.max_streams, 16);
     dev->slot_refs = weft__calloc(&dev->alloc, sizeof(struct weft_slot_ref) * o.max_streams, 16);
-    if (!dev->mms || !dev->drops || !dev->slot_refs)
+    if (!dev->mms || !dev->drops || !dev->slot_refs || !dev->synced)
       st = oom(sizeof(weft_drop_queue) * o.max_streams, "the memory managers");
   }
   if (!st) st = memory_config(dev, &o);
@@ -1034,6 +1045,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   if (st) {
     weft_failures_destroy(&dev->failures);
     weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->synced, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
     weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->layout_pools,
@@ -1083,6 +1095,7 @@ void weft_device_close(weft_device *dev) {
   weft_failures_destroy(&dev->failures);
   weft_error_free(dev->poison_error);
   weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * dev->max_streams, 16);
+  weft__free(&dev->alloc, dev->synced, sizeof(uint64_t) * dev->max_streams * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->layout_pools,

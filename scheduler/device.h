@@ -97,10 +97,10 @@ typedef struct weft_batch {
   uint32_t n;
 } weft_batch;
 
-#define WEFT_MAX_KERNELS  4096u
-#define WEFT_CMD_CLASSES 7u
+#define WEFT_MAX_KERNELS   4096u
+#define WEFT_CMD_CLASSES   7u
 #define WEFT_CMD_CLASS_MIN ((size_t)512) /* command size classes: 512 B .. 32 KiB */
-#define WEFT_WRITE_INLINE (64u * 1024u) /* larger writes are staged through the drop queue */
+#define WEFT_WRITE_INLINE  (64u * 1024u) /* larger writes are staged through the drop queue */
 
 struct weft_device {
   weft_allocator alloc;
@@ -137,6 +137,7 @@ struct weft_device {
     weft_device *dev;
     uint32_t slot;
   } * slot_refs;
+  uint64_t *synced;    /* [slot * max_streams + origin]: origin seq the slot has waited for */
   weft_batch *batches; /* [max_streams] */
   uint64_t inflight;   /* tasks dispatched and not yet completed */
   bool shutdown;

@@ -105,8 +105,8 @@ static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size
     snprintf(snap + len, sizeof(snap) - (size_t)len, "; largest free extent %" PRIu64, largest);
   /* The size a caller acts on is its request (the message says what the
    * storage was asked for). */
-  weft_status out = weft_error_make_sized(weft_error_kind_of(st), size, "%s; %s",
-                                          weft_error_message(st), snap);
+  weft_status out =
+      weft_error_make_sized(weft_error_kind_of(st), size, "%s; %s", weft_error_message(st), snap);
   weft_error_free(st);
   return out;
 }

@@ -373,7 +373,8 @@ WEFT_API weft_status weft_memory_dry_run(weft_device *dev, bool begin);
 /* Sets (NULL fn: clears) the reclaim callback. */
 WEFT_API weft_status weft_memory_set_reclaim(weft_device *dev, weft_reclaim_fn fn, void *user);
 
-/* ---- failures: injection and poisoning ----------------------------------------------------------- */
+/* ---- failures: injection and poisoning
+ * ----------------------------------------------------------- */
 
 /* Called once when the device is poisoned (a sticky fault): every pending
  * and later operation then fails with DevicePoisoned and every waiter wakes.
@@ -399,6 +400,7 @@ typedef struct weft_device_stats {
   uint64_t launches_skipped;   /* launches skipped because an input carried a failure */
   uint64_t launches_dry;       /* launches measured in a dry run and not run */
   uint64_t cross_stream_waits; /* waits a stream made on another stream's work */
+  uint64_t waits_elided;       /* cross-stream orderings already covered by an earlier wait */
   uint64_t buffers_live;       /* buffers created and not yet freed */
   uint64_t streams_created;    /* pool slots brought to life */
   uint64_t reclaims;           /* reservations that went through the reclaim ladder */
