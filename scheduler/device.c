@@ -413,6 +413,13 @@ static void run_launch(weft_task *t) {
     fail_launch(c, err);
     return;
   }
+  if (c->poison) { /* the fault is the launch itself: it strikes whatever the inputs hold */
+    poison(dev, weft_error_make(WEFT_ERR_DEVICE_POISONED,
+                                "failpoint: poisoned by launch %" PRIu64 " ('%s')", c->launch_no,
+                                dev->kernels[c->kernel].name));
+    c->result = OUT_POISONED;
+    return;
+  }
   /* The read check: an input left unwritten by a failure (or never
    * allocated) stops the launch; its outputs carry the root failure. A
    * garbage input could be a grid size or gather indices: never run on it. */
@@ -428,13 +435,6 @@ static void run_launch(weft_task *t) {
     c->result = OUT_SKIPPED;
     c->skip = (weft_read_failure){f, b->id};
     exec_taint_outputs(c, f);
-    return;
-  }
-  if (c->poison) {
-    poison(dev, weft_error_make(WEFT_ERR_DEVICE_POISONED,
-                                "failpoint: poisoned by launch %" PRIu64 " ('%s')", c->launch_no,
-                                dev->kernels[c->kernel].name));
-    c->result = OUT_POISONED;
     return;
   }
   if (c->inject != WEFT_OK) {

@@ -85,9 +85,15 @@ static uint64_t relocate_all(weft_device *dev) {
 /* The error a failed reservation ends with, carrying a snapshot of the
  * device's memory so the reader can tell what held it. */
 static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size) {
-  if (weft_error_kind_of(st) != WEFT_ERR_OUT_OF_MEMORY &&
-      weft_error_kind_of(st) != WEFT_ERR_PAGE_SIZES_EXHAUSTED)
-    return st;
+  weft_error_kind k = weft_error_kind_of(st);
+  if (k == WEFT_ERR_BUFFER_TOO_BIG || k == WEFT_ERR_PAGE_UPDATE_FORBIDDEN) {
+    if (weft_error_size(st) == size) return st;
+    /* The size a caller acts on is its request, not the page asked of storage. */
+    weft_status out = weft_error_make_sized(k, size, "%s", weft_error_message(st));
+    weft_error_free(st);
+    return out;
+  }
+  if (k != WEFT_ERR_OUT_OF_MEMORY && k != WEFT_ERR_PAGE_SIZES_EXHAUSTED) return st;
   char snap[1536];
   int len = snprintf(snap, sizeof(snap), "memory snapshot: request %" PRIu64 " bytes", size);
   uint64_t largest = 0;
@@ -117,7 +123,8 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   if (!mm) return st;
   b->mm = mm;
   st = weft_mm_reserve(mm, &b->mem, WEFT_RESERVE_ALLOW);
-  if (!st || !weft_error_may_succeed_after_reclaim(st)) return st;
+  if (!st) return NULL;
+  if (!weft_error_may_succeed_after_reclaim(st)) return with_snapshot(dev, st, b->size);
   /* The reclaim ladder: out of memory now is not out of memory for good. */
   dev->stats.reclaims++;
   for (uint32_t i = 0; i < dev->max_streams; i++) /* staged bytes: two flushes free them */
@@ -240,6 +247,8 @@ static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
   if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
   if (atomic_load_explicit(&dev->closing, memory_order_acquire))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closed");
+  if (atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1)
+    return weft_error_clone(dev->poison_error);
   if (weft__dev_scheduling() == dev)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "a blocking call from the device's own scheduler thread (a reclaim "

@@ -21,20 +21,69 @@ void weft_failures_destroy(weft_failures *fs) {
   memset(fs, 0, sizeof(*fs));
 }
 
+/* The first byte of |r| a claim covers, or UINT64_MAX. */
+static uint64_t first_byte(const weft_claim_ranges *c, weft_range r) {
+  const weft_range *v = c->cap ? c->many : &c->one;
+  for (uint32_t i = 0; i < c->n; i++)
+    if (r.start < v[i].end && v[i].start < r.end)
+      return v[i].start > r.start ? v[i].start : r.start;
+  return UINT64_MAX;
+}
+
+/* A growable list of claims that starts on the caller's stack. */
+typedef struct claim_list {
+  weft_claim *v, *stack;
+  size_t n, cap;
+} claim_list;
+
+static bool claim_push(claim_list *l, weft_claim c) {
+  if (l->n == l->cap) {
+    weft_claim *m = malloc(sizeof(*m) * l->cap * 2);
+    if (!m) return false;
+    memcpy(m, l->v, sizeof(*m) * l->n);
+    if (l->v != l->stack) free(l->v);
+    l->v = m;
+    l->cap *= 2;
+  }
+  l->v[l->n++] = c;
+  return true;
+}
+
+/* The end of the range of |c| that covers byte |at|. */
+static uint64_t range_end_at(const weft_claim_ranges *c, uint64_t at) {
+  const weft_range *v = c->cap ? c->many : &c->one;
+  for (uint32_t j = 0; j < c->n; j++)
+    if (v[j].start <= at && at < v[j].end) return v[j].end;
+  return at + 1;
+}
+
 weft_status weft_failures_ensure_written(weft_failures *fs, const weft_target *t, size_t n) {
-  weft_claim stack[16] = {{0}}, *claims = n <= 16 ? stack : malloc(sizeof(weft_claim) * n);
-  if (!claims) return weft_error_make(WEFT_ERR_OUT_OF_MEMORY, "no memory to check %zu buffers", n);
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
+  weft_claim stack[16];
+  claim_list l = {.v = stack, .stack = stack, .n = 0, .cap = 16};
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
     if (!t[i].allocated) {
-      claims[k++] = (weft_claim){.memory = t[i].memory, .unallocated = true};
+      ok = claim_push(&l, (weft_claim){.memory = t[i].memory, .unallocated = true});
       continue;
     }
-    weft_failure_id f = t[i].taint ? weft_taint_failure(t[i].taint, t[i].range) : 0;
-    if (f) claims[k++] = (weft_claim){.failure = f, .memory = t[i].memory};
+    if (!t[i].taint) continue;
+    /* Every failure claiming bytes of the range, in byte order. */
+    for (uint64_t from = t[i].range.start; ok && from < t[i].range.end;) {
+      const weft_claim_ranges *best = NULL;
+      uint64_t at = UINT64_MAX;
+      for (uint32_t j = 0; j < weft_taint_claims(t[i].taint); j++) {
+        const weft_claim_ranges *c = weft_taint_claim(t[i].taint, j);
+        uint64_t b = first_byte(c, (weft_range){from, t[i].range.end});
+        if (b < at) at = b, best = c;
+      }
+      if (!best) break;
+      ok = claim_push(&l, (weft_claim){.failure = best->failure, .memory = t[i].memory});
+      from = range_end_at(best, at);
+    }
   }
-  weft_status st = weft_graph_reports(&fs->graph, claims, k);
-  if (claims != stack) free(claims);
+  weft_status st = ok ? weft_graph_reports(&fs->graph, l.v, l.n)
+                      : weft_error_make(WEFT_ERR_OUT_OF_MEMORY, "no memory to report failures");
+  if (l.v != stack) free(l.v);
   return st;
 }
 
