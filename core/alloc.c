@@ -18,6 +18,21 @@ void *weft__calloc(const weft_allocator *a, size_t size, size_t align) {
   return p;
 }
 
+bool weft__grow(const weft_allocator *a, void **arr, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap) return true;
+  uint32_t nc = *cap ? *cap * 2 : 4;
+  while (nc < need) nc *= 2;
+  void *n = weft__alloc(a, (size_t)nc * elem, 16);
+  if (!n) return false;
+  if (*arr) {
+    memcpy(n, *arr, (size_t)*cap * elem);
+    weft__free(a, *arr, (size_t)*cap * elem, 16);
+  }
+  *arr = n;
+  *cap = nc;
+  return true;
+}
+
 /* ---- libc ------------------------------------------------------------------------------- */
 
 static void *libc_alloc(void *self, size_t size, size_t align) {

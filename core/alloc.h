@@ -16,5 +16,9 @@ static inline void weft__free(const weft_allocator *a, void *p, size_t size, siz
 }
 /* Zeroed allocation. */
 void *weft__calloc(const weft_allocator *a, size_t size, size_t align);
+/* Grows the array |*arr| of |*cap| elements of |elem| bytes (doubling, from
+ * 4) until it holds |need|, keeping the first |*cap| elements. false when
+ * memory runs out (the array is unchanged). */
+bool weft__grow(const weft_allocator *a, void **arr, uint32_t *cap, uint32_t need, size_t elem);
 
 #endif

@@ -325,7 +325,7 @@ weft_status weft_graph_reports(const weft_error_graph *g, const weft_claim *clai
 /* ---- unallocated memory ------------------------------------------------------------------- */
 
 static struct weft_unallocated *unalloc_find(const weft_error_graph *g, uint64_t memory) {
-  for (uint64_t i = 0; i < g->unallocated_len; i++)
+  for (uint32_t i = 0; i < g->unallocated_len; i++)
     if (g->unallocated[i].memory == memory) return &g->unallocated[i];
   return NULL;
 }
@@ -336,19 +336,10 @@ void weft_graph_fail_unallocated(weft_error_graph *g, uint64_t memory, weft_stat
     weft_graph_replace(g, u->failure, error);
     return;
   }
-  if (g->unallocated_len == g->unallocated_cap) {
-    uint64_t nc = g->unallocated_cap ? g->unallocated_cap * 2 : 8;
-    struct weft_unallocated *n = weft__alloc(g->alloc, sizeof(*n) * nc, 16);
-    if (!n) {
-      weft_error_free(error);
-      return;
-    }
-    if (g->unallocated) {
-      memcpy(n, g->unallocated, sizeof(*n) * g->unallocated_len);
-      weft__free(g->alloc, g->unallocated, sizeof(*n) * g->unallocated_cap, 16);
-    }
-    g->unallocated = n;
-    g->unallocated_cap = nc;
+  if (!weft__grow(g->alloc, (void **)&g->unallocated, &g->unallocated_cap, g->unallocated_len + 1,
+                  sizeof(*g->unallocated))) {
+    weft_error_free(error);
+    return;
   }
   weft_failure_id f = weft_graph_insert(g, error, NULL);
   if (!f) return;

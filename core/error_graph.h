@@ -52,7 +52,7 @@ typedef struct weft_error_graph {
   weft_graph_node *nodes;
   uint64_t cap, len, used; /* used: live + tombstones */
   weft_failure_id minted;
-  uint64_t unallocated_len, unallocated_cap;
+  uint32_t unallocated_len, unallocated_cap;
   struct weft_unallocated {
     uint64_t memory; /* 0: empty */
     weft_failure_id failure;

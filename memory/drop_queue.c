@@ -24,21 +24,12 @@ static void wait_fence(weft_drop_queue *q, uint64_t fence) {
 }
 
 void weft_drop_queue_push(weft_drop_queue *q, void *ptr, size_t size) {
-  if (q->nstaged == q->staged_cap) {
-    uint32_t nc = q->staged_cap ? q->staged_cap * 2 : 16;
-    weft_drop_block *n = weft__alloc(q->alloc, sizeof(*n) * nc, 16);
-    if (!n) {
-      /* No room to remember it: make sure the device is done, then free. */
-      wait_fence(q, q->fences.make(q->fences.ctx));
-      weft__free(q->alloc, ptr, size, 16);
-      return;
-    }
-    if (q->staged) {
-      memcpy(n, q->staged, sizeof(*n) * q->nstaged);
-      weft__free(q->alloc, q->staged, sizeof(*n) * q->staged_cap, 16);
-    }
-    q->staged = n;
-    q->staged_cap = nc;
+  if (!weft__grow(q->alloc, (void **)&q->staged, &q->staged_cap, q->nstaged + 1,
+                  sizeof(*q->staged))) {
+    /* No room to remember it: make sure the device is done, then free. */
+    wait_fence(q, q->fences.make(q->fences.ctx));
+    weft__free(q->alloc, ptr, size, 16);
+    return;
   }
   q->staged[q->nstaged++] = (weft_drop_block){ptr, size};
   q->staged_bytes += size;

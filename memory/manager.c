@@ -215,19 +215,10 @@ void weft_mm_mode(weft_mm *mm, weft_alloc_mode mode) {
     if (mm->depth) mm->depth--;
     return;
   }
-  if (mm->depth == mm->modes_cap) {
-    uint32_t nc = mm->modes_cap ? mm->modes_cap * 2 : 8;
-    weft_alloc_mode *n = weft__alloc(mm->alloc, sizeof(*n) * nc, 16);
-    if (!n) { /* no room to remember it: the innermost window is repeated */
-      if (mm->depth) mm->modes[mm->depth - 1] = mode;
-      return;
-    }
-    if (mm->modes) {
-      memcpy(n, mm->modes, sizeof(*n) * mm->depth);
-      weft__free(mm->alloc, mm->modes, sizeof(*n) * mm->modes_cap, 16);
-    }
-    mm->modes = n;
-    mm->modes_cap = nc;
+  if (!weft__grow(mm->alloc, (void **)&mm->modes, &mm->modes_cap, mm->depth + 1,
+                  sizeof(*mm->modes))) {
+    if (mm->depth) mm->modes[mm->depth - 1] = mode; /* no room: the innermost is replaced */
+    return;
   }
   mm->modes[mm->depth++] = mode;
 }

@@ -8,21 +8,6 @@
 
 /* ---- small dynamic arrays ---------------------------------------------------------------- */
 
-static bool grow(const weft_allocator *a, void **arr, uint32_t *cap, uint32_t need, size_t elem) {
-  if (need <= *cap) return true;
-  uint32_t nc = *cap ? *cap * 2 : 4;
-  while (nc < need) nc *= 2;
-  void *n = weft__alloc(a, (size_t)nc * elem, 16);
-  if (!n) return false;
-  if (*arr) {
-    memcpy(n, *arr, (size_t)*cap * elem);
-    weft__free(a, *arr, (size_t)*cap * elem, 16);
-  }
-  *arr = n;
-  *cap = nc;
-  return true;
-}
-
 static weft_status no_meta(void) {
   return weft_error_make(WEFT_ERR_OUT_OF_MEMORY, "no memory for pool metadata");
 }
@@ -79,13 +64,13 @@ static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
   uint32_t at = p->npages;
   if (p->nvacant)
     at = p->vacant[--p->nvacant];
-  else if (!grow(mm->alloc, (void **)&p->pages, &p->cap, p->npages + 1, sizeof(weft_page)))
+  else if (!weft__grow(mm->alloc, (void **)&p->pages, &p->cap, p->npages + 1, sizeof(weft_page)))
     return no_meta();
   weft_page pg;
   memset(&pg, 0, sizeof(pg));
   pg.size = size;
   pg.id = ++mm->page_ids;
-  if (!grow(mm->alloc, (void **)&pg.slices, &pg.cap, 1, sizeof(weft_slice))) {
+  if (!weft__grow(mm->alloc, (void **)&pg.slices, &pg.cap, 1, sizeof(weft_slice))) {
     if (at != p->npages) p->vacant[p->nvacant++] = at;
     return no_meta();
   }
@@ -118,7 +103,8 @@ void weft_pool_release_page(weft_pool *p, uint32_t idx) {
   free_page_storage(p, &p->pages[idx]);
   if (p->cfg.kind == WEFT_POOL_DIRECT) {
     /* A tombstone: the indices of live pages never move. */
-    if (grow(p->mm->alloc, (void **)&p->vacant, &p->vacant_cap, p->nvacant + 1, sizeof(uint32_t)))
+    if (weft__grow(p->mm->alloc, (void **)&p->vacant, &p->vacant_cap, p->nvacant + 1,
+                   sizeof(uint32_t)))
       p->vacant[p->nvacant++] = idx;
     return;
   }
@@ -146,7 +132,8 @@ static bool carve(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint64_t
   weft_page *pg = &p->pages[page];
   uint64_t capacity = pg->slices[s].size + pg->slices[s].padding;
   if (capacity > eff) {
-    if (!grow(p->mm->alloc, (void **)&pg->slices, &pg->cap, pg->nslices + 1, sizeof(weft_slice)))
+    if (!weft__grow(p->mm->alloc, (void **)&pg->slices, &pg->cap, pg->nslices + 1,
+                    sizeof(weft_slice)))
       return false;
     memmove(&pg->slices[s + 2], &pg->slices[s + 1],
             (size_t)(pg->nslices - s - 1) * sizeof(weft_slice));

@@ -33,8 +33,8 @@ static weft_status host_alloc(weft_storage *s, uint64_t size, weft_storage_handl
                                  h->calls);
   for (uint32_t i = 0; i < h->nfail; i++)
     if (h->fail_calls[i] == h->calls)
-      return weft_error_make_sized(h->fail_kinds[i], size,
-                                   "failpoint: storage allocation %" PRIu64, h->calls);
+      return weft_error_make_sized(h->fail_kinds[i], size, "failpoint: storage allocation %" PRIu64,
+                                   h->calls);
   if (h->capacity && bytes > h->capacity)
     return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, size,
                                  "the host device holds at most %" PRIu64 " bytes", h->capacity);
