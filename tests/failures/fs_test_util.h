@@ -19,34 +19,7 @@
 #include "core/taint.h"
 #include "streams/failures.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define HAVE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HAVE_ASAN 1
-#endif
-#endif
-
-#ifdef HAVE_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/lsan_interface.h>
-/* Criterion 2.4.1's runner sometimes leaks one BoxFort timeout request under
- * --jobs 2 (see tests/device/test_bad_input.c); suppressed by its frame. */
-const char *__asan_default_options(void) {
-  return "fast_unwind_on_malloc=0";
-}
-const char *__lsan_default_options(void) {
-  return "print_suppressions=0";
-}
-const char *__lsan_default_suppressions(void) {
-  return "leak:criterion_run_all_tests\n";
-}
-/* Criterion counts a test that leaks as passed: ask LSan directly. Errors
- * live in libc memory, so this is what catches a leaked weft_status. */
-#define ASSERT_NO_LEAKS() cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "leak reported above")
-#else
-#define ASSERT_NO_LEAKS() ((void)0)
-#endif
+#include "support/asan_criterion.h"
 
 #define FS_TOMB UINT64_MAX /* error_graph.c's tombstone id */
 

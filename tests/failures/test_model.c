@@ -61,34 +61,13 @@
 
 #include <weft/weft.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define HAVE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HAVE_ASAN 1
-#endif
-#endif
+#include "support/asan_criterion.h"
 
 #ifdef HAVE_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/lsan_interface.h>
-/* Criterion 2.4.1's runner sometimes leaks one BoxFort timeout request under
- * --jobs 2 (see tests/device/test_bad_input.c); suppressed by its frame. */
-const char *__asan_default_options(void) {
-  return "fast_unwind_on_malloc=0";
-}
-const char *__lsan_default_options(void) {
-  return "print_suppressions=0";
-}
-const char *__lsan_default_suppressions(void) {
-  return "leak:criterion_run_all_tests\n";
-}
-#define ASSERT_NO_LEAKS() cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "leak reported above")
 /* ASan runs the programs several times slower: fewer of them by default. */
 #define DEFAULT_SEEDS 3000
 #else
-#define ASSERT_NO_LEAKS() ((void)0)
-#define DEFAULT_SEEDS     8000
+#define DEFAULT_SEEDS 8000
 #endif
 
 #define DEFAULT_STEPS 400
