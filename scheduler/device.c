@@ -34,7 +34,29 @@ static uint32_t cmd_class(size_t bytes) {
   return WEFT_CMD_CLASSES;
 }
 
-static cmd *cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
+/* Waits (spin, then park) until fewer than max_pending commands are
+ * pending. Only clients wait: the scheduler thread and the device's workers
+ * retire commands, so making them wait could stall the device. */
+static void wait_for_room(weft_device *dev) {
+  if (atomic_load_explicit(&dev->pending, memory_order_relaxed) < dev->max_pending) return;
+  if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return;
+  atomic_fetch_add_explicit(&dev->backpressure_waits, 1, memory_order_relaxed);
+  for (int i = 0; i < 64; i++) {
+    if (atomic_load_explicit(&dev->pending, memory_order_acquire) < dev->max_pending) return;
+    weft__cpu_relax();
+  }
+  while (atomic_load_explicit(&dev->pending, memory_order_acquire) >= dev->max_pending) {
+    uint32_t k = weft__ec_prepare(&dev->room);
+    if (atomic_load_explicit(&dev->pending, memory_order_acquire) < dev->max_pending) {
+      weft__ec_cancel(&dev->room);
+      return;
+    }
+    weft__ec_wait(&dev->room, k);
+  }
+}
+
+cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
+  wait_for_room(dev);
   size_t bytes = align8(sizeof(cmd)) + extra;
   uint32_t k = cmd_class(bytes);
   cmd *c = NULL;
@@ -49,16 +71,26 @@ static cmd *cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
   c->kind = kind;
   c->bytes = bytes;
   c->dev = dev;
+  uint64_t n = atomic_fetch_add_explicit(&dev->pending, 1, memory_order_relaxed) + 1;
+  uint64_t peak = atomic_load_explicit(&dev->pending_peak, memory_order_relaxed);
+  while (n > peak &&
+         !atomic_compare_exchange_weak_explicit(&dev->pending_peak, &peak, n, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
   return c;
 }
 
-static void cmd_free(cmd *c) {
+void weft__cmd_free(cmd *c) {
   if (!c->bytes) return; /* on close's stack */
+  weft_device *dev = c->dev;
   uint32_t k = cmd_class(c->bytes);
   if (k < WEFT_CMD_CLASSES && c->bytes == (WEFT_CMD_CLASS_MIN << k))
-    weft_freelist_push(&c->dev->cmd_pool[k], &c->task.link);
+    weft_freelist_push(&dev->cmd_pool[k], &c->task.link);
   else
-    weft__free(&c->dev->alloc, c, c->bytes, 16);
+    weft__free(&dev->alloc, c, c->bytes, 16);
+  /* Crossing below the limit is what a waiting client needs to hear. */
+  if (atomic_fetch_sub_explicit(&dev->pending, 1, memory_order_seq_cst) == dev->max_pending)
+    weft__ec_notify(&dev->room);
 }
 
 /* Close: every command is back in its class; free them all. */
@@ -541,7 +573,7 @@ static void sched_launch(weft_device *dev, cmd *c) {
   dev->stats.launches++;
   if (dev->dry_depth) { /* measured, not run: resolves no resource */
     dev->stats.launches_dry++;
-    cmd_free(c);
+    weft__cmd_free(c);
     return;
   }
   weft_status err = NULL;
@@ -550,7 +582,7 @@ static void sched_launch(weft_device *dev, cmd *c) {
     for (uint32_t i = 0; i < c->nb; i++) c->bufs[i] = resolve(dev, c->bindings[i].buffer.id);
     fail_unstarted(dev, err, c->bufs, c->bindings, c->nb);
     dev->stats.launches_failed++;
-    cmd_free(c);
+    weft__cmd_free(c);
     return;
   }
   uint64_t w[WEFT_MAX_STREAMS] = {0};
@@ -579,18 +611,18 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   weft_buf *b = resolve(dev, c->buffer);
   if (!b) {
     if (c->token) weft__token_complete(c->token, not_found(c->buffer));
-    cmd_free(c);
+    weft__cmd_free(c);
     return;
   }
   if (write && dev->dry_depth) { /* measured, not run: maps nothing */
     unstage(dev, c);
-    cmd_free(c);
+    weft__cmd_free(c);
     return;
   }
   weft_stream *s = stream_or_fail(dev, c, b, write);
   if (!s) {
     unstage(dev, c);
-    cmd_free(c);
+    weft__cmd_free(c);
     return;
   }
   uint64_t w[WEFT_MAX_STREAMS] = {0};
@@ -616,7 +648,7 @@ static void sched_sync(weft_device *dev, cmd *c) {
   if (!dev->streams[slot]) {
     /* Nothing ever ran there; a question never creates a stream. */
     weft__token_complete(c->token, NULL);
-    cmd_free(c);
+    weft__cmd_free(c);
     return;
   }
   c->task.run = run_barrier;
@@ -639,20 +671,20 @@ static void sched_check(weft_device *dev, cmd *c) {
   weft_target *t = weft_failures_write_set(&dev->failures, c->nb);
   if (!t) {
     weft__token_complete(c->token, oom(sizeof(weft_target) * c->nb, "a check"));
-    cmd_free(c);
+    weft__cmd_free(c);
     return;
   }
   for (uint32_t i = 0; i < c->nb; i++) {
     weft_buf *b = resolve(dev, c->handles[i]);
     if (!b) {
       weft__token_complete(c->token, not_found(c->handles[i]));
-      cmd_free(c);
+      weft__cmd_free(c);
       return;
     }
     t[i] = target(b, 0, b->size);
   }
   weft__token_complete(c->token, weft_failures_ensure_written(&dev->failures, t, c->nb));
-  cmd_free(c);
+  weft__cmd_free(c);
 }
 
 /* ---- scheduler: completions
@@ -736,7 +768,7 @@ static void complete(weft_device *dev, cmd *c) {
   default:
     break;
   }
-  cmd_free(c);
+  weft__cmd_free(c);
 }
 
 void weft__dev_process(weft_device *dev, cmd *c) {
@@ -748,11 +780,11 @@ void weft__dev_process(weft_device *dev, cmd *c) {
   switch (c->kind) {
   case CMD_CREATE:
     do_create(dev, c);
-    cmd_free(c);
+    weft__cmd_free(c);
     break;
   case CMD_RELEASE:
     weft__dev_release_now(dev, c->buffer);
-    cmd_free(c);
+    weft__cmd_free(c);
     break;
   case CMD_LAUNCH:
     sched_launch(dev, c);
@@ -771,21 +803,23 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     break;
   case CMD_STATS:
     dev->stats.failures_live = weft_graph_len(&dev->failures.graph);
+    dev->stats.pending_peak = atomic_load(&dev->pending_peak);
+    dev->stats.backpressure_waits = atomic_load(&dev->backpressure_waits);
     *c->stats_out = dev->stats;
     weft__token_complete(c->token, NULL);
-    cmd_free(c);
+    weft__cmd_free(c);
     break;
   case CMD_SHUTDOWN:
     dev->shutdown = true;
-    cmd_free(c);
+    weft__cmd_free(c);
     break;
   case CMD_MEMORY:
     weft__dev_memory_call(dev, c);
-    cmd_free(c);
+    weft__cmd_free(c);
     break;
   case CMD_FAILPOINTS:
     weft__token_complete(c->token, install_failpoints(dev, c->data));
-    cmd_free(c);
+    weft__cmd_free(c);
     break;
   }
 }
@@ -1013,6 +1047,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->alloc = alloc;
   dev->max_streams = o.max_streams;
   dev->max_tasks = o.max_tasks;
+  dev->max_pending = o.max_pending_commands ? o.max_pending_commands : 65536;
   dev->tag = atomic_fetch_add(&device_tags, 1) + 1;
   weft_inbox_init(&dev->inbox);
   weft_handles_init(&dev->buffers, &dev->alloc);
@@ -1138,7 +1173,7 @@ weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t
   size_t bytes = sizeof(weft_buf) + sizeof(uint64_t) * dev->max_streams;
   weft_buf *b = weft__calloc(&dev->alloc, bytes, 16);
   if (!b) return oom(bytes, "a buffer");
-  cmd *c = cmd_new(dev, CMD_CREATE, 0);
+  cmd *c = weft__cmd_new(dev, CMD_CREATE, 0);
   if (!c) {
     weft__free(&dev->alloc, b, bytes, 16);
     return oom(sizeof(cmd), "a create command");
@@ -1147,7 +1182,7 @@ weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t
   st = weft_handles_acquire(&dev->buffers, size, &id);
   if (st) {
     weft__free(&dev->alloc, b, bytes, 16);
-    cmd_free(c);
+    weft__cmd_free(c);
     return st;
   }
   c->data = b;
@@ -1169,10 +1204,10 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
     weft__dev_release_now(dev, buf.id);
     return NULL;
   }
-  cmd *c = cmd_new(dev, CMD_RELEASE, 0);
+  cmd *c = weft__cmd_new(dev, CMD_RELEASE, 0);
   if (!c) return oom(sizeof(cmd), "a release command");
   if (!weft_handles_kill(&dev->buffers, buf.id)) { /* another thread released it first */
-    cmd_free(c);
+    weft__cmd_free(c);
     return not_found(buf.id);
   }
   c->buffer = buf.id;
@@ -1192,7 +1227,7 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   bool staged = len > WEFT_WRITE_INLINE;
   size_t extra = align8(sizeof(weft_buf *)) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
                  (staged ? 0 : (size_t)len);
-  cmd *c = cmd_new(dev, CMD_WRITE, extra);
+  cmd *c = weft__cmd_new(dev, CMD_WRITE, extra);
   if (!c) return oom(extra, "a write command");
   char *p = (char *)c + align8(sizeof(cmd));
   c->bufs = (weft_buf **)p;
@@ -1202,7 +1237,7 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   if (staged) { /* a separate block: the drop queue keeps it until the stream consumed it */
     p = len <= SIZE_MAX ? weft__alloc(&dev->alloc, (size_t)len, 16) : NULL;
     if (!p) {
-      cmd_free(c);
+      weft__cmd_free(c);
       return oom((size_t)len, "staging a write");
     }
   }
@@ -1226,7 +1261,7 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   if (!dst && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "dst is NULL");
   if ((st = check_range(size, offset, len, "read"))) return st;
   size_t extra = align8(sizeof(weft_buf *)) + sizeof(weft_stream_wait) * dev->max_streams;
-  cmd *c = cmd_new(dev, CMD_READ, extra);
+  cmd *c = weft__cmd_new(dev, CMD_READ, extra);
   if (!c) return oom(extra, "a read command");
   char *p = (char *)c + align8(sizeof(cmd));
   c->bufs = (weft_buf **)p;
@@ -1310,7 +1345,7 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
   size_t extra = align8(sizeof(weft_binding) * nb) + align8(sizeof(weft_buf *) * nb) +
                  align8(sizeof(void *) * nb) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
                  scalar_bytes;
-  cmd *c = cmd_new(dev, CMD_LAUNCH, extra);
+  cmd *c = weft__cmd_new(dev, CMD_LAUNCH, extra);
   if (!c) return oom(extra, "a launch command");
   char *p = (char *)c + align8(sizeof(cmd));
   c->bindings = (weft_binding *)p;
@@ -1336,7 +1371,7 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
     if (!st && b.size == WEFT_WHOLE) b.size = size - b.offset;
     if (!st) st = check_range(size, b.offset, b.size, "binding");
     if (st) {
-      cmd_free(c);
+      weft__cmd_free(c);
       return st;
     }
     c->bindings[i] = b;
@@ -1357,7 +1392,7 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
 weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
   weft_status st = check_blocking(dev);
   if (st) return st;
-  cmd *c = cmd_new(dev, CMD_SYNC, 0);
+  cmd *c = weft__cmd_new(dev, CMD_SYNC, 0);
   if (!c) return oom(sizeof(cmd), "a sync command");
   weft_token tok;
   weft__token_init(&tok);
@@ -1376,7 +1411,7 @@ weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
     if ((st = lookup_buffer(dev, bufs[i], NULL))) return st;
   if (n == 0) return NULL;
   size_t extra = sizeof(uint64_t) * n;
-  cmd *c = cmd_new(dev, CMD_CHECK, extra);
+  cmd *c = weft__cmd_new(dev, CMD_CHECK, extra);
   if (!c) return oom(extra, "a check command");
   c->handles = (uint64_t *)((char *)c + align8(sizeof(cmd)));
   for (size_t i = 0; i < n; i++) c->handles[i] = bufs[i].id;
@@ -1392,7 +1427,7 @@ weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
   weft_status st = check_blocking(dev);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
-  cmd *c = cmd_new(dev, CMD_STATS, 0);
+  cmd *c = weft__cmd_new(dev, CMD_STATS, 0);
   if (!c) return oom(sizeof(cmd), "a stats command");
   weft_token tok;
   weft__token_init(&tok);
@@ -1415,7 +1450,7 @@ weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
   if (st) return st;
   if (!spec) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "spec is NULL");
   size_t len = strlen(spec);
-  cmd *c = cmd_new(dev, CMD_FAILPOINTS, len + 1);
+  cmd *c = weft__cmd_new(dev, CMD_FAILPOINTS, len + 1);
   if (!c) return oom(len + 1, "a failpoints command");
   c->data = (char *)c + align8(sizeof(cmd));
   memcpy(c->data, spec, len + 1);

@@ -111,6 +111,10 @@ struct weft_device {
   _Atomic uint32_t closing;
   weft_handles buffers;
   weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
+  /* back-pressure: commands submitted by clients and not yet retired */
+  _Atomic uint64_t pending, pending_peak, backpressure_waits;
+  uint64_t max_pending;
+  weft_eventcount room; /* clients waiting for pending < max_pending park here */
   weft_kernel_entry *kernels;
   _Atomic uint32_t nkernels;
   _Atomic uint64_t launches_submitted;
@@ -143,6 +147,12 @@ struct weft_device {
   bool shutdown;
   weft_device_stats stats;
 };
+
+/* A command of |kind| with |extra| bytes after it, from the device's pools.
+ * A client past the back-pressure limit waits here (the scheduler thread and
+ * the device's own workers never wait: they are what frees room). */
+cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra);
+void weft__cmd_free(cmd *c);
 
 /* ---- shared by the scheduler's files (scheduler thread only) ---- */
 weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);

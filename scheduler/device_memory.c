@@ -253,13 +253,9 @@ static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "a blocking call from the device's own scheduler thread (a reclaim "
                            "callback) would deadlock");
-  size_t bytes = sizeof(cmd);
-  cmd *c = weft__alloc(&dev->alloc, bytes, 16);
-  if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for a command");
-  memset(c, 0, sizeof(*c));
-  c->kind = CMD_MEMORY;
-  c->bytes = bytes;
-  c->dev = dev;
+  cmd *c = weft__cmd_new(dev, CMD_MEMORY, 0);
+  if (!c)
+    return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "no memory for a command");
   c->mem = m;
   weft_token tok;
   weft__token_init(&tok);

@@ -57,6 +57,10 @@ struct weft_stream {
   const weft_allocator *alloc;
 };
 
+/* The |ctx| of the stream whose worker is the calling thread, or NULL: lets
+ * the owner tell its own workers from client threads. */
+void *weft_stream_worker_ctx(void);
+
 /* Starts a host stream (a worker thread). */
 weft_status weft_stream_host_create(const weft_allocator *alloc, uint32_t slot,
                                     weft_task_done_fn on_done, void *ctx, weft_stream **out);

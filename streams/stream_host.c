@@ -22,8 +22,15 @@ void weft_stream_wait_for(weft_stream *s, uint64_t seq) {
   }
 }
 
+static _Thread_local void *worker_ctx = NULL;
+
+void *weft_stream_worker_ctx(void) {
+  return worker_ctx;
+}
+
 static void *worker(void *arg) {
   weft_stream *s = arg;
+  worker_ctx = s->ctx;
   for (;;) {
     ck_stack_entry_t *e = weft_inbox_take(&s->inbox);
     if (!e) {

@@ -181,6 +181,10 @@ typedef struct weft_device_options {
   const weft_allocator *allocator;         /* NULL: weft_allocator_default() */
   const struct weft_layout *memory_layout; /* NULL: SUBSLICES; copied at open */
   int persistent_memory;                   /* a weft_persistent_policy; default ENABLED */
+  /* Back-pressure: at most this many submitted commands wait for the
+   * scheduler; a client past it spins, then parks, until the scheduler
+   * catches up (nothing is dropped). 0: 65536. */
+  uint32_t max_pending_commands;
 } weft_device_options;
 
 typedef struct weft_device weft_device;
@@ -407,6 +411,8 @@ typedef struct weft_device_stats {
   uint64_t reclaims_rescued;   /* ... and succeeded on the retry */
   uint64_t relocations;        /* allocations moved off outdated pages */
   uint64_t failures_live;      /* failures the error graph holds (0 when no buffer carries one) */
+  uint64_t pending_peak;       /* most commands submitted and not yet retired at once */
+  uint64_t backpressure_waits; /* times a client waited for the scheduler to catch up */
 } weft_device_stats;
 /* A consistent snapshot taken by the scheduler after every command submitted
  * before the call. */

@@ -375,6 +375,7 @@ int main(int argc, char **argv) {
   weft_device_options o;
   weft_device_options_init(&o);
   o.max_streams = STREAMS;
+  o.max_pending_commands = 256; /* 8 producers hit it: back-pressure runs under TSan too */
   o.max_tasks = 8;
   o.allocator = &alloc;
   weft_device *dev = NULL;
