@@ -23,8 +23,9 @@
  * Every run checks what the kernels computed (blocking reads after the
  * timed part) against a host model of the same arithmetic, on both sides.
  * One operation = one launch (one baseline task). The "sched_workloads"
- * report section gives W1..W3's cross-stream waits issued and elided
- * (weft_device_stats_get deltas) and every workload against its target. */
+ * report section gives the cross-stream waits issued and elided and the
+ * back-pressure waits (weft_device_stats_get deltas over the runs) and every
+ * workload against its target (informational). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +33,15 @@
 #include "bench/baseline_queue.h"
 #include "bench/harness.h"
 
+void wb_register_workloads(void); /* called by bench/main.c */
+
 #define NSTREAMS  4u
 #define FAN_WIDTH 8u
 #define W4_CHUNK  4096u /* weft_launch calls per timed chunk of a W4 producer */
 
 #define ITERS_CHAIN       1000000u
 #define ITERS_INDEPENDENT 1000000u
-#define ITERS_FAN         200000u /* the baseline's layer barriers: ~20 us per layer */
+#define ITERS_FAN         200000u /* scaled down: the baseline's layer barrier, ~6 us a task */
 #define ITERS_SUBMIT      1000000u
 
 static const uint32_t one3[3] = {1, 1, 1};
@@ -61,19 +64,26 @@ enum {
   NBENCH
 };
 
-static const char *const bench_names[NBENCH] = {
-    "sched_w1_chain",         "baseline_w1_chain",
-    "sched_w2_independent",   "baseline_w2_independent",
-    "sched_w3_fan",           "baseline_w3_fan",
-    "sched_w4_submit_1producer",  "baseline_w4_submit_1producer",
-    "sched_w4_submit_2producers", "baseline_w4_submit_2producers",
-    "sched_w4_submit_4producers", "baseline_w4_submit_4producers"};
+static const char *const bench_names[NBENCH] = {"sched_w1_chain",
+                                                "baseline_w1_chain",
+                                                "sched_w2_independent",
+                                                "baseline_w2_independent",
+                                                "sched_w3_fan",
+                                                "baseline_w3_fan",
+                                                "sched_w4_submit_1producer",
+                                                "baseline_w4_submit_1producer",
+                                                "sched_w4_submit_2producers",
+                                                "baseline_w4_submit_2producers",
+                                                "sched_w4_submit_4producers",
+                                                "baseline_w4_submit_4producers"};
 
 /* What one benchmark did over all its runs (warm-up runs included). */
 typedef struct summary {
   bool ran;
   uint64_t runs, ops;
-  uint64_t waits, elided; /* weft W1..W3: stats deltas over the runs */
+  uint64_t waits, elided; /* weft: cross-stream waits, stats deltas over the runs */
+  uint64_t bp_waits;      /* weft: back-pressure waits of the clients, the same way */
+  uint64_t pending_peak;  /* weft: stats.pending_peak after the latest run */
   double *samples;        /* ns/op of every run, in order */
   size_t nsamples, cap;
 } summary;
@@ -200,6 +210,12 @@ static void fan_model_init(uint64_t model[2][FAN_WIDTH]) {
   }
 }
 
+/* Of the |n| launches round-robin over NSTREAMS from index |first|, how many go to |k|. */
+static uint64_t rr_share(uint64_t first, uint64_t n, uint32_t k) {
+  uint64_t ahead = (k + NSTREAMS - first % NSTREAMS) % NSTREAMS; /* k's first slot in the run */
+  return n / NSTREAMS + (ahead < n % NSTREAMS);
+}
+
 /* ---- weft side --------------------------------------------------------------------------- */
 
 #define MAX_BUFS (2u * FAN_WIDTH)
@@ -216,7 +232,7 @@ typedef struct ws {
   uint64_t rr;       /* W2: the next launch's index */
   uint64_t launched; /* launches accepted since the device opened */
   weft_device_stats last;
-  unsigned nproducers;      /* W4 */
+  unsigned nproducers;          /* W4 */
   uint64_t thread_ns[NSTREAMS]; /* W4: time inside weft_launch, per producer */
 } ws;
 
@@ -245,8 +261,7 @@ static ws *ws_open(int id, const char *kname, weft_host_kernel_fn fn, uint32_t n
   for (uint32_t i = 0; i < nbufs; i++) {
     wb_check(weft_buffer_create(s->dev, 0, sizeof(uint64_t), &s->bufs[i]), "weft_buffer_create");
     uint64_t zero = 0;
-    wb_check(weft_buffer_write(s->dev, 0, s->bufs[i], 0, &zero, sizeof(zero)),
-             "weft_buffer_write");
+    wb_check(weft_buffer_write(s->dev, 0, s->bufs[i], 0, &zero, sizeof(zero)), "weft_buffer_write");
   }
   return s;
 }
@@ -256,12 +271,16 @@ static void ws_sync_streams(ws *s, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) wb_check(weft_sync(s->dev, i), "weft_sync");
 }
 
-/* Adds the run's wait deltas to the summary (the stats call is untimed). */
+/* Adds the run's stats deltas to the summary (untimed). Called right after the
+ * timed part, before the run's check, whose reads are not the workload's: the
+ * run takes a new s->last after its check. */
 static void ws_account(ws *s, uint64_t ns, uint64_t n) {
   weft_device_stats now = stats_of(s->dev);
   summary *sm = &sums[s->id];
   sm->waits += now.cross_stream_waits - s->last.cross_stream_waits;
   sm->elided += now.waits_elided - s->last.waits_elided;
+  sm->bp_waits += now.backpressure_waits - s->last.backpressure_waits;
+  sm->pending_peak = now.pending_peak;
   s->last = now;
   record(s->id, ns, n);
 }
@@ -313,14 +332,16 @@ static uint64_t chain_run(void *state, uint64_t n) {
   wb_check(weft_sync(s->dev, 0), "weft_sync");
   uint64_t t1 = wb_now_ns();
   s->launched += n;
-  chain_check(s);
   ws_account(s, t1 - t0, n);
+  chain_check(s);
+  s->last = stats_of(s->dev);
   return t1 - t0;
 }
 
 /* W2 and W4: one READ_WRITE binding of stream |k|'s own buffer. */
 static inline void indep_launch(ws *s, uint32_t k) {
-  weft_binding b = {.buffer = s->bufs[k], .offset = 0, .size = WEFT_WHOLE, .access = WEFT_READ_WRITE};
+  weft_binding b = {
+      .buffer = s->bufs[k], .offset = 0, .size = WEFT_WHOLE, .access = WEFT_READ_WRITE};
   wb_check(weft_launch(s->dev, k, s->kernel, one3, one3, &b, 1, NULL, 0), "weft_launch");
 }
 
@@ -328,8 +349,8 @@ static void indep_check(ws *s, uint32_t nstreams) {
   for (uint32_t k = 0; k < nstreams; k++) {
     uint64_t v = read_u64(s, k, k);
     if (v != s->expect[k])
-      wb_fatal("%s: stream %u's buffer holds %" PRIu64 ", expected %" PRIu64, bench_names[s->id],
-               k, v, s->expect[k]);
+      wb_fatal("%s: stream %u's buffer holds %" PRIu64 ", expected %" PRIu64, bench_names[s->id], k,
+               v, s->expect[k]);
   }
 }
 
@@ -357,13 +378,11 @@ static uint64_t indep_run(void *state, uint64_t n) {
   for (uint64_t i = 0; i < n; i++) indep_launch(s, (uint32_t)(s->rr++ % NSTREAMS));
   ws_sync_streams(s, NSTREAMS);
   uint64_t t1 = wb_now_ns();
-  for (uint32_t k = 0; k < NSTREAMS; k++) /* what the n launches added to each stream */
-    s->expect[k] += n / NSTREAMS + ((s->rr - n) % NSTREAMS + (n % NSTREAMS) > k + NSTREAMS ||
-                                    (k >= (s->rr - n) % NSTREAMS &&
-                                     k < (s->rr - n) % NSTREAMS + n % NSTREAMS));
+  for (uint32_t k = 0; k < NSTREAMS; k++) s->expect[k] += rr_share(s->rr - n, n, k);
   s->launched += n;
-  indep_check(s, NSTREAMS);
   ws_account(s, t1 - t0, n);
+  indep_check(s, NSTREAMS);
+  s->last = stats_of(s->dev);
   return t1 - t0;
 }
 
@@ -418,8 +437,9 @@ static uint64_t fan_run(void *state, uint64_t n) {
   ws_sync_streams(s, NSTREAMS);
   uint64_t t1 = wb_now_ns();
   s->launched += n;
-  fan_check(s);
   ws_account(s, t1 - t0, n);
+  fan_check(s); /* its reads on stream 0 wait on the other streams: not the workload's */
+  s->last = stats_of(s->dev);
   return t1 - t0;
 }
 
@@ -464,8 +484,9 @@ static uint64_t submit_run(void *state, uint64_t n) {
   uint64_t ns = 0;
   for (unsigned p = 0; p < s->nproducers; p++) ns += s->thread_ns[p];
   s->launched += n;
+  ws_account(s, ns, n);
   indep_check(s, s->nproducers);
-  record(s->id, ns, n);
+  s->last = stats_of(s->dev);
   return ns;
 }
 
@@ -552,11 +573,11 @@ static uint64_t bindep_run(void *state, uint64_t n) {
   for (uint64_t i = 0; i < n; i++) {
     uint32_t k = (uint32_t)(s->rr++ % NSTREAMS);
     bq_submit(s->q[k], indep_task, &s->mem[0][k]);
-    s->expect[k]++;
   }
   bs_sync_all(s);
   uint64_t t1 = wb_now_ns();
   s->submitted += n;
+  for (uint32_t k = 0; k < NSTREAMS; k++) s->expect[k] += rr_share(s->rr - n, n, k);
   bindep_check(s);
   record(s->id, t1 - t0, n);
   return t1 - t0;
@@ -591,8 +612,7 @@ static uint64_t bfan_run(void *state, uint64_t n) {
   uint64_t t1 = wb_now_ns();
   s->submitted += n;
   if (memcmp(s->mem, s->fan_model, sizeof(s->mem)) != 0)
-    wb_fatal("baseline_w3_fan: the buffers differ from the model at layer %" PRIu64,
-             s->fan.layer);
+    wb_fatal("baseline_w3_fan: the buffers differ from the model at layer %" PRIu64, s->fan.layer);
   record(s->id, t1 - t0, n);
   return t1 - t0;
 }
@@ -654,7 +674,7 @@ static const target_row targets[] = {
 };
 #define NTARGETS (sizeof(targets) / sizeof(targets[0]))
 
-static const int wait_rows[] = {B_CHAIN, B_INDEP, B_FAN};
+static const int wait_rows[] = {B_CHAIN, B_INDEP, B_FAN, B_SUB1, B_SUB2, B_SUB4};
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -678,30 +698,39 @@ static double per_op(uint64_t count, uint64_t ops) {
   return ops ? (double)count / (double)ops : 0.0;
 }
 
-static bool print_workloads(FILE *f) {
-  bool any = false;
-  for (int i = 0; i < NBENCH; i++) any |= sums[i].ran;
-  if (!any) return true;
+static const char *rule(void) {
+  return "--------------------------------------------------------------------------------"
+         "--------------------------------------------------";
+}
 
-  bool header = false;
+static bool print_workloads(FILE *f) {
+  bool any = false, any_w4 = false;
+  for (size_t r = 0; r < NTARGETS; r++) {
+    any |= sums[targets[r].weft].ran;
+    any_w4 |= sums[targets[r].weft].ran && targets[r].weft >= B_SUB1;
+  }
+  if (!any) return true; /* none of the weft workloads ran */
+
+  fputs("\nscheduler workloads: waits (weft_device_stats_get deltas over every run, warm-up "
+        "included)\n\n",
+        f);
+  fprintf(f, "%-26s  %5s  %10s  %12s  %12s  %13s  %13s  %8s  %12s\n", "benchmark", "runs",
+          "launches", "waits issued", "waits elided", "issued/launch", "elided/launch", "bp waits",
+          "pending peak");
+  fprintf(f, "%.*s\n", 125, rule());
   for (size_t r = 0; r < sizeof(wait_rows) / sizeof(wait_rows[0]); r++) {
     const summary *s = &sums[wait_rows[r]];
     if (!s->ran) continue;
-    if (!header) {
-      fputs("\nscheduler workloads: cross-stream waits (weft_device_stats_get deltas over every "
-            "run, warm-up included)\n\n",
-            f);
-      fprintf(f, "%-22s  %5s  %10s  %12s  %12s  %13s  %13s\n", "benchmark", "runs", "launches",
-              "waits issued", "waits elided", "issued/launch", "elided/launch");
-      fprintf(f, "%.*s\n", 99,
-              "-----------------------------------------------------------------------------------"
-              "-------------------");
-      header = true;
-    }
-    fprintf(f, "%-22s  %5" PRIu64 "  %10" PRIu64 "  %12" PRIu64 "  %12" PRIu64 "  %13.3f  %13.3f\n",
+    fprintf(f,
+            "%-26s  %5" PRIu64 "  %10" PRIu64 "  %12" PRIu64 "  %12" PRIu64
+            "  %13.3f  %13.3f  %8" PRIu64 "  %12" PRIu64 "\n",
             bench_names[wait_rows[r]], s->runs, s->ops, s->waits, s->elided,
-            per_op(s->waits, s->ops), per_op(s->elided, s->ops));
+            per_op(s->waits, s->ops), per_op(s->elided, s->ops), s->bp_waits, s->pending_peak);
   }
+  fputs("waits issued = stats.cross_stream_waits, elided = stats.waits_elided; bp waits = "
+        "stats.backpressure_waits (a client found max_pending_commands pending); pending peak = "
+        "stats.pending_peak\n",
+        f);
 
   fputs("\nscheduler workloads: ns per launch (W4: per weft_launch call) against the targets\n"
         "(median over every run, warm-up included; informational: a target never fails the "
@@ -709,9 +738,7 @@ static bool print_workloads(FILE *f) {
         f);
   fprintf(f, "%-24s  %9s  %11s  %7s  %9s  %11s  %s\n", "workload", "weft ns", "baseline ns",
           "ratio", "target ns", "weft/target", "verdict");
-  fprintf(f, "%.*s\n", 99,
-          "-----------------------------------------------------------------------------------"
-          "-------------------");
+  fprintf(f, "%.*s\n", 95, rule());
   for (size_t r = 0; r < NTARGETS; r++) {
     const target_row *t = &targets[r];
     if (!sums[t->weft].ran) continue;
@@ -730,11 +757,12 @@ static bool print_workloads(FILE *f) {
     fprintf(f, "%-24s  %9.1f  %11s  %7s  %9s  %11s  %s\n", t->workload, w, bcell, rcell, tcell,
             gcell, verdict);
   }
-  fprintf(f,
-          "W4 times only the weft_launch / bq_submit calls (chunks of %u per producer, each "
-          "drained untimed): ns per call = time inside the calls, summed over the producers, / "
-          "calls\n",
-          W4_CHUNK);
+  if (any_w4)
+    fprintf(f,
+            "W4 times only the weft_launch / bq_submit calls, in chunks of %u per producer, each "
+            "drained untimed;\nns per call = time inside the calls summed over the producers / "
+            "calls\n",
+            W4_CHUNK);
   return true;
 }
 
@@ -749,8 +777,9 @@ static void json_workloads(FILE *f) {
     wb_json_string(f, bench_names[wait_rows[r]]);
     fprintf(f,
             ", \"runs\": %" PRIu64 ", \"launches\": %" PRIu64 ", \"waits_issued\": %" PRIu64
-            ", \"waits_elided\": %" PRIu64 ", \"issued_per_launch\": ",
-            s->runs, s->ops, s->waits, s->elided);
+            ", \"waits_elided\": %" PRIu64 ", \"backpressure_waits\": %" PRIu64
+            ", \"pending_peak\": %" PRIu64 ", \"issued_per_launch\": ",
+            s->runs, s->ops, s->waits, s->elided, s->bp_waits, s->pending_peak);
     wb_json_number(f, per_op(s->waits, s->ops));
     fputs(", \"elided_per_launch\": ", f);
     wb_json_number(f, per_op(s->elided, s->ops));

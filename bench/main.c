@@ -3,10 +3,12 @@
 #include "bench/harness.h"
 
 void wb_register_failures(void); /* bench/bench_failures.c */
+void wb_register_workloads(void); /* bench/bench_workloads.c */
 
 int main(int argc, char **argv) {
   wb_register_launch();
   wb_register_memory();
   wb_register_failures();
+  wb_register_workloads();
   return wb_main(argc, argv);
 }

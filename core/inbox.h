@@ -71,10 +71,12 @@ static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
   weft__ec_notify(&q->ec);
 }
 
-/* Consumer only: takes every entry pushed so far, oldest first, or NULL. */
-static inline ck_stack_entry_t *weft_inbox_take(weft_inbox *q) {
+/* Consumer only: takes every entry pushed so far, oldest first, or NULL;
+ * |*tail| (if not NULL) receives the newest. */
+static inline ck_stack_entry_t *weft_inbox_take_tail(weft_inbox *q, ck_stack_entry_t **tail) {
   if (ck_pr_load_ptr(&q->stack.head) == NULL) return NULL;
   ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&q->stack), *prev = NULL;
+  if (tail) *tail = e; /* the newest: last once reversed */
   WEFT_TSAN_ACQUIRE(q);
   while (e) {
     ck_stack_entry_t *n = e->next;
@@ -83,6 +85,11 @@ static inline ck_stack_entry_t *weft_inbox_take(weft_inbox *q) {
     e = n;
   }
   return prev;
+}
+
+/* Consumer only: takes every entry pushed so far, oldest first, or NULL. */
+static inline ck_stack_entry_t *weft_inbox_take(weft_inbox *q) {
+  return weft_inbox_take_tail(q, NULL);
 }
 
 static inline bool weft_inbox_empty(weft_inbox *q) {

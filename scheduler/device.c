@@ -833,9 +833,7 @@ weft_device *weft__dev_scheduling(void) {
 /* The scheduler's queue: what it took from the inbox and has not processed
  * yet, in submission order. Commands are popped one at a time so that a
  * drain (which runs in the middle of one) sees the completions behind it. */
-static void held_append(weft_device *dev, ck_stack_entry_t *first) {
-  ck_stack_entry_t *last = first;
-  while (last->next) last = last->next;
+static void held_append(weft_device *dev, ck_stack_entry_t *first, ck_stack_entry_t *last) {
   if (dev->held_tail)
     dev->held_tail->next = first;
   else
@@ -848,7 +846,7 @@ static void *scheduler_main(void *arg) {
   scheduling = dev;
   for (;;) {
     if (!dev->held_head) {
-      ck_stack_entry_t *e = weft_inbox_take(&dev->inbox);
+      ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->inbox, &tail);
       if (!e) {
         /* Idle: hand every partial batch to its worker before parking. */
         weft__dev_flush_all(dev);
@@ -856,7 +854,7 @@ static void *scheduler_main(void *arg) {
         weft_inbox_wait(&dev->inbox, NULL);
         continue;
       }
-      held_append(dev, e);
+      held_append(dev, e, tail);
     }
     ck_stack_entry_t *e = dev->held_head;
     dev->held_head = e->next;
@@ -900,7 +898,7 @@ void weft__dev_drain(weft_device *dev) {
       if (c->completed)
         weft__dev_process(dev, c);
       else
-        held_append(dev, e);
+        held_append(dev, e, e);
       e = next;
     }
   }
