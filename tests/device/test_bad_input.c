@@ -17,6 +17,7 @@
 #include <weft/weft.h>
 
 #include "support/asan_criterion.h"
+#include "support/device_env.h"
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
@@ -33,61 +34,12 @@ static void expect_err(weft_error_kind want, weft_status st, const char *call, i
   weft_error_free(st);
 }
 
-static void expect_ok(weft_status st, const char *call, int line) {
-  if (st) {
-    char text[512];
-    weft_error_format(st, text, sizeof(text));
-    cr_assert_fail("line %d: %s failed: %s", line, call, text);
-  }
-}
-
 #define EXPECT_ERR(kind, call) expect_err((kind), (call), #call, __LINE__)
-#define EXPECT_OK(call)        expect_ok((call), #call, __LINE__)
 #define INVALID                WEFT_ERR_INVALID_ARGUMENT
 #define NOT_FOUND              WEFT_ERR_NOT_FOUND
 
 /* A device on a counting allocator. */
-typedef struct env {
-  weft_counting_allocator *ca;
-  weft_allocator alloc;
-  weft_device_options opts;
-  weft_device *dev;
-} env;
-
-static void env_options(env *e) {
-  memset(e, 0, sizeof(*e));
-  EXPECT_OK(weft_counting_allocator_create(&e->ca));
-  e->alloc = weft_counting_allocator_get(e->ca);
-  weft_device_options_init(&e->opts);
-  e->opts.allocator = &e->alloc;
-}
-
-static void env_open(env *e) {
-  EXPECT_OK(weft_device_open(&e->opts, &e->dev));
-  cr_assert_not_null(e->dev);
-}
-
-static env env_new(void) {
-  env e;
-  env_options(&e);
-  env_open(&e);
-  return e;
-}
-
 /* Closes the device and proves that it gave back every block it took. */
-static void env_close(env *e) {
-  weft_device_close(e->dev);
-  e->dev = NULL;
-  weft_alloc_counts c = weft_counting_allocator_counts(e->ca);
-  cr_assert_eq(c.live_blocks, 0, "%" PRIu64 " blocks (%" PRIu64 " bytes) leaked by the device",
-               c.live_blocks, c.live_bytes);
-  cr_assert_eq(c.live_bytes, 0);
-  cr_assert_eq(c.allocs, c.frees);
-  weft_counting_allocator_destroy(e->ca);
-  e->ca = NULL;
-  ASSERT_NO_LEAKS();
-}
-
 static weft_device_stats stats_of(weft_device *dev) {
   weft_device_stats s;
   memset(&s, 0xff, sizeof(s));

@@ -19,6 +19,7 @@
 #include <weft/weft.h>
 
 #include "support/asan_criterion.h"
+#include "support/device_env.h"
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
@@ -52,54 +53,16 @@ static bool ok(weft_status st, const char *what, int line) {
 }
 #define OK(call) ok((call), #call, __LINE__)
 
-static void expect_ok(weft_status st, const char *call, int line) {
-  if (st) {
-    char text[1024];
-    weft_error_format(st, text, sizeof(text));
-    cr_assert_fail("line %d: %s failed: %s", line, call, text);
-  }
-}
-#define EXPECT_OK(call) expect_ok((call), #call, __LINE__)
-
 static void assert_no_note(void) {
   cr_assert_eq(atomic_load(&note.set), 0, "%s", note.text);
 }
 
-typedef struct env {
-  weft_counting_allocator *ca;
-  weft_allocator alloc;
-  weft_device_options opts;
-  weft_device *dev;
-} env;
-
-static void env_options(env *e) {
-  memset(e, 0, sizeof(*e));
-  EXPECT_OK(weft_counting_allocator_create(&e->ca));
-  e->alloc = weft_counting_allocator_get(e->ca);
-  weft_device_options_init(&e->opts);
-  e->opts.allocator = &e->alloc;
-}
-
-static void env_open(env *e) {
-  EXPECT_OK(weft_device_open(&e->opts, &e->dev));
-}
-
-static env env_new(uint32_t max_streams) {
+static env env_new_streams(uint32_t max_streams) {
   env e;
   env_options(&e);
   e.opts.max_streams = max_streams;
   env_open(&e);
   return e;
-}
-
-static void env_close(env *e) {
-  weft_device_close(e->dev);
-  weft_alloc_counts c = weft_counting_allocator_counts(e->ca);
-  cr_assert_eq(c.live_blocks, 0, "%" PRIu64 " blocks (%" PRIu64 " bytes) leaked by the device",
-               c.live_blocks, c.live_bytes);
-  cr_assert_eq(c.allocs, c.frees);
-  weft_counting_allocator_destroy(e->ca);
-  ASSERT_NO_LEAKS();
 }
 
 static const uint32_t one[3] = {1, 1, 1};
@@ -209,7 +172,7 @@ static void *chain_client(void *arg) {
 }
 
 static void run_clients(void *(*fn)(void *), bool share_streams, uint32_t max_streams) {
-  env e = env_new(max_streams);
+  env e = env_new_streams(max_streams);
   memset(&note, 0, sizeof(note));
   static _Atomic uint64_t calls;
   atomic_store(&calls, 0);
@@ -289,7 +252,7 @@ Test(concurrency, four_threads_reading_one_shared_input, .timeout = 120) {
 Test(concurrency, shared_input_is_overwritten_only_after_every_reader, .timeout = 120) {
   /* Readers on four streams, then one writer on a fifth: the write waits
    * for every reader (write-after-read across streams). */
-  env e = env_new(8);
+  env e = env_new_streams(8);
   weft_kernel add, fill;
   EXPECT_OK(weft_kernel_host(e.dev, "add", add_kernel, NULL, &add));
   EXPECT_OK(weft_kernel_host(e.dev, "fill", fill_kernel, NULL, &fill));
@@ -395,7 +358,7 @@ static void *consumer_b(void *arg) {
 }
 
 static void run_handoff(bool by_launch, bool use_barrier) {
-  env e = env_new(4);
+  env e = env_new_streams(4);
   memset(&note, 0, sizeof(note));
   static handoff h;
   memset(&h, 0, sizeof(h));
@@ -464,7 +427,7 @@ static void *release_racer(void *arg) {
 
 Test(concurrency, racing_releases_of_one_handle_succeed_exactly_once, .timeout = 120) {
   enum { N = 2000, R = 4 };
-  env e = env_new(4);
+  env e = env_new_streams(4);
   memset(&note, 0, sizeof(note));
   static weft_buffer bufs[N];
   static _Atomic int wins[N];
@@ -524,7 +487,7 @@ static void *register_and_launch(void *arg) {
 }
 
 Test(concurrency, kernels_registered_concurrently_are_distinct_and_launch, .timeout = 120) {
-  env e = env_new(4);
+  env e = env_new_streams(4);
   memset(&note, 0, sizeof(note));
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, THREADS);
@@ -550,7 +513,7 @@ Test(concurrency, kernels_registered_concurrently_are_distinct_and_launch, .time
 
 Test(close, with_thousands_of_queued_launches_drains_them_and_leaks_nothing, .timeout = 120) {
   enum { LAUNCHES = 8000, BUFS = 8 };
-  env e = env_new(4);
+  env e = env_new_streams(4);
   static _Atomic uint64_t calls;
   atomic_store(&calls, 0);
   weft_kernel add, fill;
@@ -576,7 +539,7 @@ Test(close, with_thousands_of_queued_launches_drains_them_and_leaks_nothing, .ti
 
 Test(close, with_queued_failures_and_skips_leaks_nothing, .timeout = 120) {
   enum { LAUNCHES = 3000, BUFS = 6 };
-  env e = env_new(4);
+  env e = env_new_streams(4);
   static _Atomic uint64_t calls;
   atomic_store(&calls, 0);
   weft_kernel add, fill, boom;
@@ -624,7 +587,7 @@ Test(close, with_unreleased_buffers_frees_them, .timeout = 120) {
 
 Test(close, right_after_open_and_with_idle_streams, .timeout = 60) {
   for (int round = 0; round < 20; round++) {
-    env e = env_new(64);
+    env e = env_new_streams(64);
     for (weft_stream_id s = 0; s < (weft_stream_id)round * 3; s++) {
       weft_buffer b;
       EXPECT_OK(weft_buffer_create(e.dev, s, 64, &b));
@@ -650,7 +613,7 @@ static void *submit_burst(void *arg) {
 }
 
 Test(close, after_concurrent_bursts_with_nothing_synced, .timeout = 120) {
-  env e = env_new(4);
+  env e = env_new_streams(4);
   memset(&note, 0, sizeof(note));
   static _Atomic uint64_t calls;
   atomic_store(&calls, 0);

@@ -22,55 +22,11 @@
 #include <weft/weft.h>
 
 #include "support/asan_criterion.h"
+#include "support/device_env.h"
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static void expect_ok(weft_status st, const char *call, int line) {
-  if (st) {
-    char text[2048];
-    weft_error_format(st, text, sizeof(text));
-    cr_assert_fail("line %d: %s failed: %s", line, call, text);
-  }
-}
-#define EXPECT_OK(call) expect_ok((call), #call, __LINE__)
-
-typedef struct env {
-  weft_counting_allocator *ca;
-  weft_allocator alloc;
-  weft_device_options opts;
-  weft_device *dev;
-} env;
-
-static void env_options(env *e) {
-  memset(e, 0, sizeof(*e));
-  EXPECT_OK(weft_counting_allocator_create(&e->ca));
-  e->alloc = weft_counting_allocator_get(e->ca);
-  weft_device_options_init(&e->opts);
-  e->opts.allocator = &e->alloc;
-}
-
-static void env_open(env *e) {
-  EXPECT_OK(weft_device_open(&e->opts, &e->dev));
-}
-
-static env env_new(void) {
-  env e;
-  env_options(&e);
-  env_open(&e);
-  return e;
-}
-
 /* Closes the device (buffers never released included): nothing may leak. */
-static void env_close(env *e) {
-  weft_device_close(e->dev);
-  e->dev = NULL;
-  weft_alloc_counts c = weft_counting_allocator_counts(e->ca);
-  cr_assert_eq(c.live_blocks, 0, "%" PRIu64 " blocks (%" PRIu64 " bytes) leaked by the device",
-               c.live_blocks, c.live_bytes);
-  weft_counting_allocator_destroy(e->ca);
-  ASSERT_NO_LEAKS();
-}
-
 static weft_device_stats stats_of(weft_device *dev) {
   weft_device_stats s;
   EXPECT_OK(weft_device_stats_get(dev, &s));

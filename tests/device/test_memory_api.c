@@ -17,17 +17,9 @@
 #include <weft/weft.h>
 
 #include "support/asan_criterion.h"
+#include "support/device_env.h"
 
 /* ---- helpers --------------------------------------------------------------------------- */
-
-static void expect_ok(weft_status st, const char *call, int line) {
-  if (st) {
-    char text[2048];
-    weft_error_format(st, text, sizeof(text));
-    cr_assert_fail("line %d: %s failed: %s", line, call, text);
-  }
-}
-#define EXPECT_OK(call) expect_ok((call), #call, __LINE__)
 
 /* |st| is an error of |kind|; frees it. */
 static void expect_kind(weft_status st, weft_error_kind kind, const char *call, int line) {
@@ -38,35 +30,6 @@ static void expect_kind(weft_status st, weft_error_kind kind, const char *call, 
   weft_error_free(st);
 }
 #define EXPECT_KIND(call, kind) expect_kind((call), (kind), #call, __LINE__)
-
-typedef struct env {
-  weft_counting_allocator *ca;
-  weft_allocator alloc;
-  weft_device_options opts;
-  weft_device *dev;
-} env;
-
-static void env_options(env *e) {
-  memset(e, 0, sizeof(*e));
-  EXPECT_OK(weft_counting_allocator_create(&e->ca));
-  e->alloc = weft_counting_allocator_get(e->ca);
-  weft_device_options_init(&e->opts);
-  e->opts.allocator = &e->alloc;
-}
-
-static void env_open(env *e) {
-  EXPECT_OK(weft_device_open(&e->opts, &e->dev));
-}
-
-static void env_close(env *e) {
-  weft_device_close(e->dev);
-  e->dev = NULL;
-  weft_alloc_counts c = weft_counting_allocator_counts(e->ca);
-  cr_assert_eq(c.live_blocks, 0, "%" PRIu64 " blocks (%" PRIu64 " bytes) leaked by the device",
-               c.live_blocks, c.live_bytes);
-  weft_counting_allocator_destroy(e->ca);
-  ASSERT_NO_LEAKS();
-}
 
 /* An open that must fail with |kind| and leave nothing allocated. */
 static void expect_open_fails(env *e, weft_error_kind kind, const char *what) {
