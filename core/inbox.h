@@ -31,22 +31,6 @@ static inline void weft_inbox_init(weft_inbox *q) {
   atomic_init(&q->ec.sleepers, 0);
 }
 
-/* Any thread. Publishes the entry (and what it points to) to the consumer. */
-static inline void weft_inbox_push(weft_inbox *q, ck_stack_entry_t *e) {
-  /* ck_stack_push_upmc's CAS loop, written out so that the link is set
-   * before the TSan release that stands for the hand-off (TSan cannot see
-   * ck's inline-asm CAS). */
-  ck_stack_entry_t *head = ck_pr_load_ptr(&q->stack.head);
-  for (;;) {
-    e->next = head;
-    ck_pr_fence_store();
-    WEFT_TSAN_RELEASE(q);
-    if (ck_pr_cas_ptr_value(&q->stack.head, head, e, &head)) break;
-    ck_pr_stall();
-  }
-  weft__ec_notify(&q->ec);
-}
-
 /* Any thread: pushes a chain first..last already linked through ->next, in
  * order (first is taken first), with one CAS. */
 static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
@@ -69,6 +53,11 @@ static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
     ck_pr_stall();
   }
   weft__ec_notify(&q->ec);
+}
+
+/* Any thread. Publishes the entry (and what it points to) to the consumer. */
+static inline void weft_inbox_push(weft_inbox *q, ck_stack_entry_t *e) {
+  weft_inbox_push_chain(q, e, e);
 }
 
 /* Consumer only: takes every entry pushed so far, oldest first, or NULL;
