@@ -24,20 +24,26 @@ typedef struct weft_freelist {
 #error "weft_freelist needs a double-width CAS (ck_pr_cas_ptr_2)"
 #endif
 
-static inline void weft_freelist_push(weft_freelist *f, ck_stack_entry_t *e) {
+/* Pushes first..last, already linked through ->next, with one CAS. */
+static inline void weft_freelist_push_chain(weft_freelist *f, ck_stack_entry_t *first,
+                                            ck_stack_entry_t *last) {
   weft_freelist o, n;
   for (;;) {
     o.gen = ck_pr_load_64(&f->gen);
     ck_pr_fence_load();
     o.head = ck_pr_load_ptr(&f->head);
-    e->next = o.head;
-    n.head = e;
+    last->next = o.head;
+    n.head = first;
     n.gen = o.gen + 1;
     ck_pr_fence_store();
     WEFT_TSAN_RELEASE(f);
     if (ck_pr_cas_ptr_2(f, &o, &n)) return;
     ck_pr_stall();
   }
+}
+
+static inline void weft_freelist_push(weft_freelist *f, ck_stack_entry_t *e) {
+  weft_freelist_push_chain(f, e, e);
 }
 
 static inline ck_stack_entry_t *weft_freelist_pop(weft_freelist *f) {

@@ -80,15 +80,41 @@ cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
   return c;
 }
 
+/* Returns the scheduler's retired commands to their classes (one push per
+ * class) and lowers the pending count once. */
+static void cmd_free_flush(weft_device *dev) {
+  if (!dev->fc_n) return;
+  for (uint32_t k = 0; k < WEFT_CMD_CLASSES; k++) {
+    if (!dev->fc_head[k]) continue;
+    weft_freelist_push_chain(&dev->cmd_pool[k], dev->fc_head[k], dev->fc_tail[k]);
+    dev->fc_head[k] = dev->fc_tail[k] = NULL;
+  }
+  uint64_t n = dev->fc_n, before;
+  dev->fc_n = 0;
+  before = atomic_fetch_sub_explicit(&dev->pending, n, memory_order_seq_cst);
+  /* Crossing below the limit is what a waiting client needs to hear. */
+  if (before >= dev->max_pending && before - n < dev->max_pending) weft__ec_notify(&dev->room);
+}
+
 void weft__cmd_free(cmd *c) {
   if (!c->bytes) return; /* on close's stack */
   weft_device *dev = c->dev;
   uint32_t k = cmd_class(c->bytes);
-  if (k < WEFT_CMD_CLASSES && c->bytes == (WEFT_CMD_CLASS_MIN << k))
+  bool pooled = k < WEFT_CMD_CLASSES && c->bytes == (WEFT_CMD_CLASS_MIN << k);
+  if (pooled && weft__dev_scheduling() == dev) { /* batched: see cmd_free_flush */
+    c->task.link.next = NULL;
+    if (dev->fc_tail[k])
+      dev->fc_tail[k]->next = &c->task.link;
+    else
+      dev->fc_head[k] = &c->task.link;
+    dev->fc_tail[k] = &c->task.link;
+    if (++dev->fc_n >= 256) cmd_free_flush(dev);
+    return;
+  }
+  if (pooled)
     weft_freelist_push(&dev->cmd_pool[k], &c->task.link);
   else
     weft__free(&dev->alloc, c, c->bytes, 16);
-  /* Crossing below the limit is what a waiting client needs to hear. */
   if (atomic_fetch_sub_explicit(&dev->pending, 1, memory_order_seq_cst) == dev->max_pending)
     weft__ec_notify(&dev->room);
 }
@@ -234,8 +260,6 @@ void weft__dev_release_now(weft_device *dev, uint64_t buffer) {
 /* ---- streams and batches ------------------------------------------------------------------------
  */
 
-static void on_task_done(void *ctx, weft_task *t);
-
 static void flush(weft_device *dev, uint32_t slot);
 
 /* Drop-queue fences on the host backend: a stream's sequence number. */
@@ -253,7 +277,7 @@ static void fence_wait(void *ctx, uint64_t seq) {
 static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
   if (!dev->streams[slot]) {
     weft_status st =
-        weft_stream_host_create(&dev->alloc, slot, on_task_done, dev, &dev->streams[slot]);
+        weft_stream_host_create(&dev->alloc, slot, &dev->inbox.ec, dev, &dev->streams[slot]);
     if (st) {
       *err = st;
       return NULL;
@@ -300,6 +324,13 @@ static void dispatch(weft_device *dev, weft_stream *s, cmd *c) {
   else
     b->head = &c->task;
   b->tail = &c->task;
+  struct weft_fifo *f = &dev->fifo[s->slot];
+  c->task.fnext = NULL;
+  if (f->tail)
+    f->tail->fnext = &c->task;
+  else
+    f->head = &c->task;
+  f->tail = &c->task;
   dev->inflight++;
   if (++b->n >= dev->max_tasks) flush(dev, s->slot);
 }
@@ -505,13 +536,6 @@ static void run_launch(weft_task *t) {
   c->result = OUT_RUN;
 }
 
-static void on_task_done(void *ctx, weft_task *t) {
-  weft_device *dev = ctx;
-  cmd *c = (cmd *)t;
-  c->completed = true;
-  cmd_submit(dev, c);
-}
-
 /* ---- scheduler: submissions
  * ------------------------------------------------------------------------- */
 
@@ -633,6 +657,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   set_waits(dev, c, s->slot, w);
   if (write) c->p = scope_id(dev, c);
   c->task.run = write ? run_write : run_read;
+  c->task.notify = !write; /* the reader waits for the retirement, which answers it */
   dispatch(dev, s, c);
   if (c->staged) { /* the drop queue frees the bytes once the stream consumed them */
     c->staged = false;
@@ -771,11 +796,61 @@ static void complete(weft_device *dev, cmd *c) {
   weft__cmd_free(c);
 }
 
-void weft__dev_process(weft_device *dev, cmd *c) {
-  if (c->completed) {
-    complete(dev, c);
+/* Retires, in order, the tasks of |slot| up to |upto| (completed by its
+ * worker). A task's outcome is applied after the outcomes of the tasks it
+ * waited for on other streams, so the error graph sees work in the order it
+ * ran. */
+static void retire(weft_device *dev, uint32_t slot, uint64_t upto) {
+  struct weft_fifo *f = &dev->fifo[slot];
+  weft_task *t;
+  while ((t = f->head) && t->seq <= upto) {
+    for (uint32_t i = 0; i < t->nwaits; i++) retire(dev, t->waits[i].stream->slot, t->waits[i].seq);
+    f->head = t->fnext;
+    if (!f->head) f->tail = NULL;
+    complete(dev, (cmd *)t);
+  }
+}
+
+/* Retires everything the workers completed; true if anything was. */
+static bool retire_all(weft_device *dev) {
+  bool any = false;
+  for (uint32_t i = 0; i < dev->max_streams; i++) {
+    weft_task *t = dev->fifo[i].head;
+    if (!t) continue;
+    uint64_t done = atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire);
+    if (t->seq > done) continue;
+    retire(dev, i, done);
+    any = true;
+  }
+  cmd_free_flush(dev);
+  return any;
+}
+
+static bool completions_ready(weft_device *dev) {
+  for (uint32_t i = 0; i < dev->max_streams; i++) {
+    weft_task *t = dev->fifo[i].head;
+    if (t && t->seq <= atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire))
+      return true;
+  }
+  return false;
+}
+
+/* Parks the scheduler until a command arrives or (|completions|) a worker
+ * completes something. */
+static void sched_wait(weft_device *dev, bool inbox) {
+  for (int i = 0; i < 128; i++) {
+    if ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev)) return;
+    weft__cpu_relax();
+  }
+  uint32_t k = weft__ec_prepare(&dev->inbox.ec);
+  if ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev)) {
+    weft__ec_cancel(&dev->inbox.ec);
     return;
   }
+  weft__ec_wait(&dev->inbox.ec, k);
+}
+
+void weft__dev_process(weft_device *dev, cmd *c) {
   dev->stats.commands++;
   switch (c->kind) {
   case CMD_CREATE:
@@ -846,12 +921,13 @@ static void *scheduler_main(void *arg) {
   scheduling = dev;
   for (;;) {
     if (!dev->held_head) {
+      retire_all(dev);
       ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->inbox, &tail);
       if (!e) {
         /* Idle: hand every partial batch to its worker before parking. */
         weft__dev_flush_all(dev);
         if (dev->shutdown && dev->inflight == 0) break;
-        weft_inbox_wait(&dev->inbox, NULL);
+        if (!retire_all(dev)) sched_wait(dev, true);
         continue;
       }
       held_append(dev, e, tail);
@@ -862,46 +938,14 @@ static void *scheduler_main(void *arg) {
     e->next = NULL;
     weft__dev_process(dev, (cmd *)WEFT_TASK_OF(e));
   }
+  cmd_free_flush(dev);
   return NULL;
 }
 
 void weft__dev_drain(weft_device *dev) {
   weft__dev_flush_all(dev);
-  /* Completions already taken come first, in order; other commands stay. */
-  ck_stack_entry_t *prev = NULL, *e = dev->held_head;
-  while (e) {
-    ck_stack_entry_t *next = e->next;
-    cmd *c = (cmd *)WEFT_TASK_OF(e);
-    if (c->completed) {
-      if (prev)
-        prev->next = next;
-      else
-        dev->held_head = next;
-      if (dev->held_tail == e) dev->held_tail = prev;
-      e->next = NULL;
-      weft__dev_process(dev, c);
-    } else {
-      prev = e;
-    }
-    e = next;
-  }
-  while (dev->inflight) {
-    e = weft_inbox_take(&dev->inbox);
-    if (!e) {
-      weft_inbox_wait(&dev->inbox, NULL);
-      continue;
-    }
-    while (e) {
-      ck_stack_entry_t *next = e->next;
-      cmd *c = (cmd *)WEFT_TASK_OF(e);
-      e->next = NULL;
-      if (c->completed)
-        weft__dev_process(dev, c);
-      else
-        held_append(dev, e, e);
-      e = next;
-    }
-  }
+  while (dev->inflight)
+    if (!retire_all(dev)) sched_wait(dev, false);
 }
 
 /* ---- device ------------------------------------------------------------------------------------

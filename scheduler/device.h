@@ -1,10 +1,11 @@
 /* The device: one scheduler thread owning all mutable device state (buffers,
  * streams, storage, taint views), fed by a lock-free inbox of commands from
- * any client thread and of completions from the stream workers.
+ * any client thread.
  *
  * A command is one allocation that travels: client -> scheduler inbox ->
- * (as a task) a stream's worker -> back to the scheduler inbox as its own
- * completion message, where it is freed. */
+ * (as a task) a stream's worker. The scheduler keeps every task it handed to
+ * a stream in order and retires it once the stream's cursor passes it:
+ * completion costs the worker one release store, no message. */
 #ifndef WEFT_SCHEDULER_DEVICE_H
 #define WEFT_SCHEDULER_DEVICE_H
 
@@ -37,8 +38,7 @@ typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED 
 typedef struct cmd {
   weft_task task; /* first: the inbox link is the task's */
   cmd_kind kind;
-  bool completed; /* false: a submission; true: a completion from a worker */
-  size_t bytes;   /* size of this allocation */
+  size_t bytes; /* size of this allocation */
   weft_device *dev;
   weft_stream_id stream;
   weft_token *token;
@@ -138,8 +138,15 @@ struct weft_device {
   bool in_reclaim; /* the reclaim callback runs: releases take effect at once */
   weft_reclaim_fn reclaim;
   void *reclaim_user;
-  ck_stack_entry_t *held_head, *held_tail; /* commands deferred while draining */
-  weft_stream **streams;                   /* [max_streams], created lazily */
+  ck_stack_entry_t *held_head, *held_tail; /* taken from the inbox, not yet processed */
+  struct weft_fifo {
+    weft_task *head, *tail; /* tasks handed to the stream, oldest first, not yet retired */
+  } fifo[WEFT_MAX_STREAMS];
+  /* Commands retired and not yet returned to their classes: returned in one
+   * push per class, and the pending count lowered once, per retirement pass. */
+  ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
+  uint64_t fc_n;
+  weft_stream **streams;  /* [max_streams], created lazily */
   weft_drop_queue *drops; /* [max_streams]: staged write bytes, fenced by the stream */
   struct weft_slot_ref {
     weft_device *dev;
@@ -163,10 +170,10 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);
 void weft__dev_memory_call(weft_device *dev, cmd *c);
 void weft__dev_process(weft_device *dev, cmd *c);
 void weft__dev_flush_all(weft_device *dev);
-/* Processes completions until no task is in flight; other commands that
- * arrive meanwhile are held, in order, for the main loop. Needed before bytes
- * move (relocation: workers hold addresses resolved at dispatch) and before
- * the scheduler touches execution views. */
+/* Retires tasks until none is in flight; commands that arrive meanwhile stay
+ * in the inbox for the main loop. Needed before bytes move (relocation:
+ * workers hold addresses resolved at dispatch) and before the scheduler
+ * touches execution views. */
 void weft__dev_drain(weft_device *dev);
 weft_device *weft__dev_scheduling(void); /* the device whose scheduler is this thread */
 void weft__dev_release_now(weft_device *dev, uint64_t buffer);

@@ -6,11 +6,12 @@
  *
  *   task->run = fn; task->waits = ...;          // scheduler
  *   weft_stream_submit(s, first, last);         // scheduler, a chain in order
- *   ... worker: wait, run, on_done(task), completed = seq
+ *   ... worker: wait, run, completed = seq (release)
  *
- * on_done is called before the stream's cursor advances, so a task that waited
- * on this one hands its completion to the scheduler strictly later: completion
- * messages of tasks ordered by waits arrive in that order. */
+ * Completion sends no message: the owner keeps the tasks it submitted in
+ * order and retires those at or below the stream's cursor. A worker wakes
+ * the owner (the |progress| event count) after a task marked |notify| and
+ * whenever it runs out of work, so the owner parks instead of polling. */
 #ifndef WEFT_STREAMS_STREAM_H
 #define WEFT_STREAMS_STREAM_H
 
@@ -35,13 +36,12 @@ struct weft_task {
   void (*run)(weft_task *t);
   uint64_t seq; /* position on its stream, 1-based */
   uint32_t nwaits;
+  bool notify;      /* someone waits for this task's retirement: wake the owner */
+  weft_task *fnext; /* the owner's list of submitted tasks (never touched by the worker) */
   weft_stream_wait *waits;
 };
 
 #define WEFT_TASK_OF(entry) ((weft_task *)((char *)(entry)-offsetof(weft_task, link)))
-
-/* Receives every task after it ran, on the worker's thread. */
-typedef void (*weft_task_done_fn)(void *ctx, weft_task *t);
 
 struct weft_stream {
   uint32_t slot;
@@ -52,7 +52,7 @@ struct weft_stream {
   weft_inbox inbox;
   _Atomic uint32_t stop;
   pthread_t thread;
-  weft_task_done_fn on_done;
+  weft_eventcount *progress; /* the owner parks here */
   void *ctx;
   const weft_allocator *alloc;
 };
@@ -61,9 +61,10 @@ struct weft_stream {
  * the owner tell its own workers from client threads. */
 void *weft_stream_worker_ctx(void);
 
-/* Starts a host stream (a worker thread). */
+/* Starts a host stream (a worker thread). |ctx| is what
+ * weft_stream_worker_ctx answers on the worker. */
 weft_status weft_stream_host_create(const weft_allocator *alloc, uint32_t slot,
-                                    weft_task_done_fn on_done, void *ctx, weft_stream **out);
+                                    weft_eventcount *progress, void *ctx, weft_stream **out);
 /* Scheduler: hands a chain of tasks (linked through link.next, in order). */
 static inline void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last) {
   weft_inbox_push_chain(&s->inbox, &first->link, &last->link);

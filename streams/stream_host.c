@@ -44,25 +44,27 @@ static void *worker(void *arg) {
       weft_task *t = WEFT_TASK_OF(e);
       for (uint32_t i = 0; i < t->nwaits; i++)
         weft_stream_wait_for(t->waits[i].stream, t->waits[i].seq);
-      uint64_t seq = t->seq; /* the task belongs to the scheduler after on_done */
+      uint64_t seq = t->seq; /* the task belongs to the owner once completed */
+      bool notify = t->notify;
       t->run(t);
-      s->on_done(s->ctx, t);
-      /* release: waiters on this stream see everything the task wrote. */
+      /* release: waiters on this stream and the owner see everything the task wrote. */
       atomic_store_explicit(&s->completed, seq, memory_order_release);
       weft__ec_notify(&s->done_ec);
+      if (notify) weft__ec_notify(s->progress);
       e = next;
     }
+    weft__ec_notify(s->progress); /* out of work: the owner retires the batch */
   }
   return NULL;
 }
 
 weft_status weft_stream_host_create(const weft_allocator *alloc, uint32_t slot,
-                                    weft_task_done_fn on_done, void *ctx, weft_stream **out) {
+                                    weft_eventcount *progress, void *ctx, weft_stream **out) {
   weft_stream *s = weft__calloc(alloc, sizeof(*s), WEFT_CACHELINE);
   if (!s) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*s), "stream %u", slot);
   s->slot = slot;
   s->alloc = alloc;
-  s->on_done = on_done;
+  s->progress = progress;
   s->ctx = ctx;
   atomic_init(&s->completed, 0);
   atomic_init(&s->done_ec.epoch, 0);
