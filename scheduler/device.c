@@ -260,8 +260,6 @@ void weft__dev_release_now(weft_device *dev, uint64_t buffer) {
 /* ---- streams and batches ------------------------------------------------------------------------
  */
 
-static void flush(weft_device *dev, uint32_t slot);
-
 /* Drop-queue fences on the host backend: a stream's sequence number. */
 static uint64_t fence_make(void *ctx) {
   struct weft_slot_ref *r = ctx;
@@ -270,7 +268,7 @@ static uint64_t fence_make(void *ctx) {
 
 static void fence_wait(void *ctx, uint64_t seq) {
   struct weft_slot_ref *r = ctx;
-  flush(r->dev, r->slot); /* the work the fence covers must reach the worker */
+  weft__ms_flush(r->dev, r->slot); /* the work the fence covers must reach the worker */
   weft_stream_wait_for(r->dev->streams[r->slot], seq);
 }
 
@@ -298,87 +296,6 @@ static void unstage(weft_device *dev, cmd *c) {
 
 static uint32_t slot_of(weft_device *dev, weft_stream_id id) {
   return (uint32_t)(id % (uint64_t)dev->max_streams);
-}
-
-static void flush(weft_device *dev, uint32_t slot) {
-  weft_batch *b = &dev->batches[slot];
-  if (!b->n) return;
-  weft_stream_submit(dev->streams[slot], b->head, b->tail);
-  b->head = b->tail = NULL;
-  b->n = 0;
-}
-
-void weft__dev_flush_all(weft_device *dev) {
-  for (uint32_t i = 0; i < dev->max_streams; i++) flush(dev, i);
-}
-
-/* Queues |c| on |slot| after the waits it needs; flushes the origin streams
- * first (align), and the batch when it is full. */
-static void dispatch(weft_device *dev, weft_stream *s, cmd *c) {
-  c->task.seq = ++s->submitted;
-  for (uint32_t i = 0; i < c->task.nwaits; i++) flush(dev, c->task.waits[i].stream->slot);
-  weft_batch *b = &dev->batches[s->slot];
-  c->task.link.next = NULL;
-  if (b->tail)
-    b->tail->link.next = &c->task.link;
-  else
-    b->head = &c->task;
-  b->tail = &c->task;
-  struct weft_fifo *f = &dev->fifo[s->slot];
-  c->task.fnext = NULL;
-  if (f->tail)
-    f->tail->fnext = &c->task;
-  else
-    f->head = &c->task;
-  f->tail = &c->task;
-  dev->inflight++;
-  if (++b->n >= dev->max_tasks) flush(dev, s->slot);
-}
-
-/* Adds a wait on (slot, seq) to |w| unless it is on |me| or already covered. */
-static void need(weft_device *dev, uint64_t *w, uint32_t me, uint32_t slot, uint64_t seq) {
-  (void)dev;
-  if (slot != me && seq > w[slot]) w[slot] = seq;
-}
-
-/* Records the access of |b| by the task (me, seq) and collects the waits it
- * needs: a reader waits for the last writer, a writer for the last writer and
- * every reader since (read-after-write, write-after-read, write-after-write). */
-static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64_t seq,
-                  uint64_t *w) {
-  if (b->lw_seq) need(dev, w, me, b->lw_slot, b->lw_seq);
-  if (write) {
-    for (uint32_t s = 0; s < dev->max_streams; s++) {
-      if (b->last_read[s]) need(dev, w, me, s, b->last_read[s]);
-      b->last_read[s] = 0;
-    }
-    b->lw_slot = me;
-    b->lw_seq = seq;
-  } else if (seq > b->last_read[me]) {
-    b->last_read[me] = seq;
-  }
-}
-
-/* Turns the per-slot wait vector into the task's wait list. */
-/* Turns the per-slot wait vector into the task's wait list for stream
- * |me|. A wait is elided when this stream already waited for the origin at
- * that sequence number or later (streams run in order, so everything queued
- * after that wait is past it too). */
-static void set_waits(weft_device *dev, cmd *c, uint32_t me, const uint64_t *w) {
-  uint64_t *synced = &dev->synced[(size_t)me * dev->max_streams];
-  c->task.nwaits = 0;
-  for (uint32_t s = 0; s < dev->max_streams; s++) {
-    if (!w[s]) continue;
-    if (synced[s] >= w[s]) {
-      dev->stats.waits_elided++;
-      continue;
-    }
-    synced[s] = w[s];
-    c->task.waits[c->task.nwaits].stream = dev->streams[s];
-    c->task.waits[c->task.nwaits].seq = w[s];
-    c->task.nwaits++;
-    dev->stats.cross_stream_waits++;
-  }
 }
 
 /* ---- task bodies (run on a stream's worker)
@@ -609,8 +526,6 @@ static void sched_launch(weft_device *dev, cmd *c) {
     weft__cmd_free(c);
     return;
   }
-  uint64_t w[WEFT_MAX_STREAMS] = {0};
-  uint64_t seq = s->submitted + 1;
   for (uint32_t i = 0; i < c->nb; i++) {
     weft_buf *b = resolve(dev, c->bindings[i].buffer.id);
     c->bufs[i] = b;
@@ -620,15 +535,13 @@ static void sched_launch(weft_device *dev, cmd *c) {
     }
     buf_map(dev, b);
     b->pending++;
-    order(dev, b, is_write(c->bindings[i].access), s->slot, seq, w);
   }
-  set_waits(dev, c, s->slot, w);
   c->p = scope_id(dev, c);
   const char *kname = dev->kernels[c->kernel].name;
   c->inject = weft_failpoints_launch(&dev->failpoints, c->launch_no, kname);
   c->poison = weft_failpoints_poisons(&dev->failpoints, c->launch_no);
   c->task.run = run_launch;
-  dispatch(dev, s, c);
+  weft__ms_register(dev, s->slot, c);
 }
 
 static void sched_rw(weft_device *dev, cmd *c, bool write) {
@@ -649,23 +562,23 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
     weft__cmd_free(c);
     return;
   }
-  uint64_t w[WEFT_MAX_STREAMS] = {0};
   c->bufs[0] = b;
   buf_map(dev, b);
   b->pending++;
-  order(dev, b, write, s->slot, s->submitted + 1, w);
-  set_waits(dev, c, s->slot, w);
   if (write) c->p = scope_id(dev, c);
   c->task.run = write ? run_write : run_read;
   c->task.notify = !write; /* the reader waits for the retirement, which answers it */
-  dispatch(dev, s, c);
-  if (c->staged) { /* the drop queue frees the bytes once the stream consumed them */
-    c->staged = false;
+  bool staged = c->staged;
+  c->staged = false; /* from here on, the drop queue owns the bytes */
+  weft__ms_register(dev, s->slot, c);
+  /* A synchronous operation flushes its stream; so does a staged write,
+   * whose bytes the drop queue fences with its position on the stream. */
+  if (!write || staged) weft__ms_flush(dev, s->slot);
+  if (staged) {
     weft_drop_queue_push(&dev->drops[s->slot], c->data, (size_t)c->len);
     if (weft_drop_queue_should_flush(&dev->drops[s->slot]))
       weft_drop_queue_flush(&dev->drops[s->slot]);
   }
-  if (!write) flush(dev, s->slot); /* a synchronous operation flushes its stream */
 }
 
 static void sched_sync(weft_device *dev, cmd *c) {
@@ -677,9 +590,8 @@ static void sched_sync(weft_device *dev, cmd *c) {
     return;
   }
   c->task.run = run_barrier;
-  c->task.nwaits = 0;
-  dispatch(dev, dev->streams[slot], c);
-  flush(dev, slot);
+  weft__ms_register(dev, slot, c);
+  weft__ms_flush(dev, slot);
 }
 
 /* A target for the failure store: the buffer's graph-tagged taint. */
@@ -1089,6 +1001,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->alloc = alloc;
   dev->max_streams = o.max_streams;
   dev->max_tasks = o.max_tasks;
+  dev->strategy = o.strategy;
   dev->max_pending = o.max_pending_commands ? o.max_pending_commands : 65536;
   dev->tag = atomic_fetch_add(&device_tags, 1) + 1;
   weft_inbox_init(&dev->inbox);

@@ -90,8 +90,11 @@ typedef struct weft_buf {
   uint32_t lw_slot;        /* last writer: stream slot and sequence number */
   uint64_t lw_seq;         /* 0: never written */
   uint64_t *last_read;     /* [max_streams]: last reader per slot since the last write */
+  uint64_t pend_mask;      /* slots whose unexecuted batch holds a task binding it */
 } weft_buf;
 
+/* Tasks registered on a slot and not yet placed on a stream (linked through
+ * task.link, in registration order). */
 typedef struct weft_batch {
   weft_task *head, *tail;
   uint32_t n;
@@ -105,6 +108,7 @@ typedef struct weft_batch {
 struct weft_device {
   weft_allocator alloc;
   uint32_t max_streams, max_tasks;
+  weft_strategy strategy;
   uint32_t tag; /* distinguishes this device's kernel ids */
   /* Cache lines apart: the inbox (every producer and the scheduler), the
    * back-pressure counters (clients and the scheduler), the launch counter
@@ -154,6 +158,7 @@ struct weft_device {
   } * slot_refs;
   uint64_t *synced;    /* [slot * max_streams + origin]: origin seq the slot has waited for */
   weft_batch *batches; /* [max_streams] */
+  uint64_t isolated;   /* slots that require isolation (a capture window): no interleaving */
   uint64_t inflight;   /* tasks dispatched and not yet completed */
   bool shutdown;
   weft_device_stats stats;
@@ -170,6 +175,12 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);
 void weft__dev_memory_call(weft_device *dev, cmd *c);
 void weft__dev_process(weft_device *dev, cmd *c);
 void weft__dev_flush_all(weft_device *dev);
+/* SchedulerMultiStream (multistream.c). register: align, then batch on
+ * |slot| (whose stream exists), executing the batch once it is full.
+ * execute: hands the batches of |slots| to their streams (strategy). */
+void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c);
+void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n);
+void weft__ms_flush(weft_device *dev, uint32_t slot);
 /* Retires tasks until none is in flight; commands that arrive meanwhile stay
  * in the inbox for the main loop. Needed before bytes move (relocation:
  * workers hold addresses resolved at dispatch) and before the scheduler

@@ -413,6 +413,10 @@ typedef struct weft_device_stats {
   uint64_t failures_live;      /* failures the error graph holds (0 when no buffer carries one) */
   uint64_t pending_peak;       /* most commands submitted and not yet retired at once */
   uint64_t backpressure_waits; /* times a client waited for the scheduler to catch up */
+  uint64_t batches_flushed;    /* per-stream batches handed to the backend */
+  uint64_t batches_full;       /* ... of which because they reached max_tasks */
+  uint64_t align_flushes;      /* registrations that first executed other streams' batches */
+  uint64_t tasks_interleaved;  /* tasks run on another stream's queue (Interleave) */
 } weft_device_stats;
 /* A consistent snapshot taken by the scheduler after every command submitted
  * before the call. */

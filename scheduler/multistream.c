@@ -1,0 +1,215 @@
+/* SchedulerMultiStream: per-stream batches, align, execute_streams with the
+ * Interleave and Sequential strategies, and the event rules that order
+ * streams only where a buffer crosses them (SPEC 5.2, 5.3).
+ *
+ * A task is first *registered* on its slot's batch (no stream position yet),
+ * then *placed* when its batch is executed: it gets its position on the
+ * stream that runs it, and the waits its buffers need are computed against
+ * that stream. Align keeps batches independent of one another: a task is
+ * registered only after every other batch touching one of its buffers was
+ * executed, so any interleaving of the batches' tasks respects the program's
+ * order, and waits only ever name tasks already handed to a worker. */
+#include "scheduler/device.h"
+
+/* The buffers a command touches and how; NULL past the end. */
+static weft_buf *cmd_buf(const cmd *c, uint32_t i, bool *write) {
+  switch (c->kind) {
+  case CMD_LAUNCH:
+    if (i >= c->nb) return NULL;
+    *write = (c->bindings[i].access & WEFT_WRITE) != 0;
+    return c->bufs[i];
+  case CMD_WRITE:
+  case CMD_READ:
+    if (i >= 1) return NULL;
+    *write = c->kind == CMD_WRITE;
+    return c->bufs[0];
+  default:
+    return NULL;
+  }
+}
+
+static uint32_t cmd_nbufs(const cmd *c) {
+  return c->kind == CMD_LAUNCH ? c->nb : (c->kind == CMD_WRITE || c->kind == CMD_READ) ? 1u : 0u;
+}
+
+/* Adds a wait on (slot, seq) to |w| unless it is on |me|. */
+static void need(uint64_t *w, uint32_t me, uint32_t slot, uint64_t seq) {
+  if (slot != me && seq > w[slot]) w[slot] = seq;
+}
+
+/* Records the access of |b| by the task at (me, seq) and collects the waits
+ * it needs: a reader waits for the buffer's last writer, a writer for the
+ * last writer and every reader since (read-after-write, write-after-read,
+ * write-after-write). The last writer is tracked, not the allocation: an
+ * in-place write after a sync is still waited for. */
+static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64_t seq,
+                  uint64_t *w) {
+  if (b->lw_seq) need(w, me, b->lw_slot, b->lw_seq);
+  if (write) {
+    for (uint32_t s = 0; s < dev->max_streams; s++) {
+      if (b->last_read[s]) need(w, me, s, b->last_read[s]);
+      b->last_read[s] = 0;
+    }
+    b->lw_slot = me;
+    b->lw_seq = seq;
+  } else if (seq > b->last_read[me]) {
+    b->last_read[me] = seq;
+  }
+}
+
+/* Turns the per-slot wait vector into the task's wait list for stream |me|.
+ * A wait is elided when this stream already waited for the origin at that
+ * position or later (streams run in order, so everything queued after that
+ * wait is past it too). */
+static void set_waits(weft_device *dev, cmd *c, uint32_t me, const uint64_t *w) {
+  uint64_t *synced = &dev->synced[(size_t)me * dev->max_streams];
+  c->task.nwaits = 0;
+  for (uint32_t s = 0; s < dev->max_streams; s++) {
+    if (!w[s]) continue;
+    if (synced[s] >= w[s]) {
+      dev->stats.waits_elided++;
+      continue;
+    }
+    synced[s] = w[s];
+    c->task.waits[c->task.nwaits].stream = dev->streams[s];
+    c->task.waits[c->task.nwaits].seq = w[s];
+    c->task.nwaits++;
+    dev->stats.cross_stream_waits++;
+  }
+}
+
+/* Gives |c| its position on |s| and its waits, and appends it to the chain
+ * about to be handed to the worker and to the retirement list. */
+static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, weft_task **tail) {
+  uint64_t w[WEFT_MAX_STREAMS] = {0};
+  uint64_t seq = s->submitted + 1;
+  bool write;
+  weft_buf *b;
+  for (uint32_t i = 0; i < cmd_nbufs(c); i++)
+    if ((b = cmd_buf(c, i, &write))) order(dev, b, write, s->slot, seq, w);
+  set_waits(dev, c, s->slot, w);
+  c->task.seq = ++s->submitted;
+  c->task.link.next = NULL;
+  if (*tail)
+    (*tail)->link.next = &c->task.link;
+  else
+    *head = &c->task;
+  *tail = &c->task;
+  struct weft_fifo *f = &dev->fifo[s->slot];
+  c->task.fnext = NULL;
+  if (f->tail)
+    f->tail->fnext = &c->task;
+  else
+    f->head = &c->task;
+  f->tail = &c->task;
+  dev->inflight++;
+}
+
+/* Takes |slot|'s batch (in registration order) and clears its marks. */
+static weft_task *take_batch(weft_device *dev, uint32_t slot) {
+  weft_batch *bt = &dev->batches[slot];
+  weft_task *t = bt->head;
+  uint64_t bit = UINT64_C(1) << slot;
+  for (weft_task *x = t; x; x = x->link.next ? WEFT_TASK_OF(x->link.next) : NULL) {
+    bool write;
+    weft_buf *b;
+    for (uint32_t i = 0; i < cmd_nbufs((cmd *)x); i++)
+      if ((b = cmd_buf((cmd *)x, i, &write))) b->pend_mask &= ~bit;
+  }
+  bt->head = bt->tail = NULL;
+  bt->n = 0;
+  return t;
+}
+
+static weft_task *next_of(weft_task *t) {
+  return t->link.next ? WEFT_TASK_OF(t->link.next) : NULL;
+}
+
+void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
+  uint32_t ids[WEFT_MAX_STREAMS], k = 0;
+  uint64_t seen = 0;
+  bool isolated = false;
+  for (uint32_t i = 0; i < n; i++) { /* unique slots with work, first seen first */
+    uint64_t bit = UINT64_C(1) << slots[i];
+    if ((seen & bit) || !dev->batches[slots[i]].n) continue;
+    seen |= bit;
+    ids[k++] = slots[i];
+    isolated |= (dev->isolated & bit) != 0;
+  }
+  if (!k) return;
+  dev->stats.batches_flushed += k;
+  weft_task *q[WEFT_MAX_STREAMS];
+  for (uint32_t i = 0; i < k; i++) q[i] = take_batch(dev, ids[i]);
+  if (dev->strategy == WEFT_STRATEGY_INTERLEAVE && k > 1 && !isolated) {
+    /* Every task on the first stream, round-robin over the batches. */
+    weft_stream *s = dev->streams[ids[0]];
+    weft_task *head = NULL, *tail = NULL;
+    for (bool more = true; more;) {
+      more = false;
+      for (uint32_t i = 0; i < k; i++) {
+        weft_task *t = q[i];
+        if (!t) continue;
+        q[i] = next_of(t);
+        more |= q[i] != NULL;
+        if (i) dev->stats.tasks_interleaved++;
+        place(dev, s, (cmd *)t, &head, &tail);
+      }
+    }
+    weft_stream_submit(s, head, tail);
+    return;
+  }
+  for (uint32_t i = 0; i < k; i++) { /* each batch on its own stream */
+    weft_stream *s = dev->streams[ids[i]];
+    weft_task *head = NULL, *tail = NULL;
+    for (weft_task *t = q[i], *nx; t; t = nx) {
+      nx = next_of(t);
+      place(dev, s, (cmd *)t, &head, &tail);
+    }
+    weft_stream_submit(s, head, tail);
+  }
+}
+
+void weft__ms_flush(weft_device *dev, uint32_t slot) {
+  weft__ms_execute(dev, &slot, 1);
+}
+
+/* Idle or draining: every batch on its own stream. Interleaving merges only
+ * batches that a task's buffers relate (align) or a synchronous operation
+ * names; merging unrelated streams here would make independent work wait
+ * behind a long kernel it shares nothing with. */
+void weft__dev_flush_all(weft_device *dev) {
+  for (uint32_t i = 0; i < dev->max_streams; i++)
+    if (dev->batches[i].n) weft__ms_flush(dev, i);
+}
+
+void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c) {
+  uint64_t bit = UINT64_C(1) << slot, others = 0;
+  uint32_t ids[WEFT_MAX_STREAMS], k = 0;
+  bool write;
+  weft_buf *b;
+  /* Align: execute first every other batch that touches one of the task's
+   * buffers, in the order the bindings name them. */
+  for (uint32_t i = 0; i < cmd_nbufs(c); i++) {
+    if (!(b = cmd_buf(c, i, &write))) continue;
+    uint64_t m = b->pend_mask & ~bit & ~others;
+    others |= m;
+    for (; m; m &= m - 1) ids[k++] = (uint32_t)__builtin_ctzll(m);
+  }
+  if (k) {
+    dev->stats.align_flushes++;
+    weft__ms_execute(dev, ids, k);
+  }
+  for (uint32_t i = 0; i < cmd_nbufs(c); i++)
+    if ((b = cmd_buf(c, i, &write))) b->pend_mask |= bit;
+  weft_batch *bt = &dev->batches[slot];
+  c->task.link.next = NULL;
+  if (bt->tail)
+    bt->tail->link.next = &c->task.link;
+  else
+    bt->head = &c->task;
+  bt->tail = &c->task;
+  if (++bt->n >= dev->max_tasks) {
+    dev->stats.batches_full++;
+    weft__ms_flush(dev, slot);
+  }
+}
