@@ -69,6 +69,15 @@ static inline void weft__ec_notify(weft_eventcount *ec) {
   }
 }
 
+/* Wakes one parked consumer (for a pool of interchangeable consumers). */
+static inline void weft__ec_notify_one(weft_eventcount *ec) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&ec->sleepers, memory_order_relaxed) != 0) {
+    atomic_fetch_add_explicit(&ec->epoch, 1, memory_order_release);
+    weft__futex_wake(&ec->epoch, 1);
+  }
+}
+
 /* A one-shot completion a blocking caller waits on (it lives on the caller's
  * stack). The completer publishes |result| with release, then wakes. */
 typedef struct weft_token {

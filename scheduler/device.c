@@ -274,8 +274,7 @@ static void fence_wait(void *ctx, uint64_t seq) {
 
 static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
   if (!dev->streams[slot]) {
-    weft_status st =
-        weft_stream_host_create(&dev->alloc, slot, &dev->inbox.ec, dev, &dev->streams[slot]);
+    weft_status st = weft_stream_host_create(dev->pool, slot, &dev->streams[slot]);
     if (st) {
       *err = st;
       return NULL;
@@ -1013,6 +1012,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->batches = weft__calloc(&dev->alloc, sizeof(weft_batch) * o.max_streams, 16);
   if (!dev->kernels || !dev->streams || !dev->batches) st = oom(kbytes, "the device tables");
   if (!st) st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
+  if (!st) st = weft_host_pool_create(&dev->alloc, &dev->inbox.ec, dev, &dev->pool);
   if (!st) {
     dev->mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
     dev->synced = weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
@@ -1041,6 +1041,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     weft__free(&dev->alloc, dev->layout_pools,
                sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
     weft_storage_destroy(dev->storage);
+    weft_host_pool_destroy(dev->pool);
     weft__free(&dev->alloc, dev->batches, sizeof(weft_batch) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->kernels, kbytes, WEFT_CACHELINE);
@@ -1066,7 +1067,7 @@ void weft_device_close(weft_device *dev) {
   pthread_join(dev->thread, NULL);
   for (uint32_t i = 0; i < dev->max_streams; i++)
     if (dev->streams[i]) weft_drop_queue_destroy(&dev->drops[i]);
-  for (uint32_t i = 0; i < dev->max_streams; i++) weft_stream_destroy(dev->streams[i]);
+  weft_host_pool_destroy(dev->pool); /* and its streams */
   /* Every buffer the caller never released. */
   uint32_t n = atomic_load(&dev->buffers.fresh);
   for (uint32_t i = 0; i < n; i++) {

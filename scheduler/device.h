@@ -150,6 +150,7 @@ struct weft_device {
    * push per class, and the pending count lowered once, per retirement pass. */
   ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
   uint64_t fc_n;
+  weft_host_pool *pool;   /* runs the streams */
   weft_stream **streams;  /* [max_streams], created lazily */
   weft_drop_queue *drops; /* [max_streams]: staged write bytes, fenced by the stream */
   struct weft_slot_ref {

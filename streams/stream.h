@@ -1,17 +1,25 @@
-/* Streams: in-order queues of tasks, each drained by a backend. The scheduler
- * (one thread) is the only producer of a stream; the backend's worker is its
- * only consumer. Cross-stream order is expressed as waits on another stream's
- * completion cursor (the host backend's events): a task runs only once every
- * stream it waits on has completed the named sequence number.
+/* Streams: in-order queues of tasks, run by a backend. The owner (the
+ * device's scheduler, one thread) is a stream's only producer.
+ * Cross-stream order is expressed as waits on another stream's completion
+ * cursor (the host backend's events): a task runs only once every stream it
+ * waits on has completed the named position.
  *
- *   task->run = fn; task->waits = ...;          // scheduler
- *   weft_stream_submit(s, first, last);         // scheduler, a chain in order
- *   ... worker: wait, run, completed = seq (release)
+ *   task->run = fn; task->waits = ...;          // owner
+ *   weft_stream_submit(s, first, last);         // owner, a chain in order
+ *   ... a pool thread: check waits, run, completed = seq (release)
  *
  * Completion sends no message: the owner keeps the tasks it submitted in
- * order and retires those at or below the stream's cursor. A worker wakes
+ * order and retires those at or below the stream's cursor. The pool wakes
  * the owner (the |progress| event count) after a task marked |notify| and
- * whenever it runs out of work, so the owner parks instead of polling. */
+ * whenever a stream runs out of work, so the owner parks instead of polling.
+ *
+ * The host backend runs streams on a pool of threads rather than a thread
+ * per stream: a stream whose next task waits on another stream gives its
+ * thread back and is requeued by whichever thread completes what it waits
+ * for. No thread ever blocks on a cross-stream wait, so the pool stays busy
+ * with more streams (and more runnable threads) than cores. The pool holds
+ * one thread per stream, so a host kernel that blocks never starves the
+ * other streams. */
 #ifndef WEFT_STREAMS_STREAM_H
 #define WEFT_STREAMS_STREAM_H
 
@@ -25,6 +33,7 @@
 
 typedef struct weft_stream weft_stream;
 typedef struct weft_task weft_task;
+typedef struct weft_host_pool weft_host_pool;
 
 typedef struct weft_stream_wait {
   weft_stream *stream;
@@ -32,12 +41,12 @@ typedef struct weft_stream_wait {
 } weft_stream_wait;
 
 struct weft_task {
-  ck_stack_entry_t link; /* inbox link; owned by whoever holds the task */
+  ck_stack_entry_t link; /* queue link; owned by whoever holds the task */
   void (*run)(weft_task *t);
   uint64_t seq; /* position on its stream, 1-based */
   uint32_t nwaits;
   bool notify;      /* someone waits for this task's retirement: wake the owner */
-  weft_task *fnext; /* the owner's list of submitted tasks (never touched by the worker) */
+  weft_task *fnext; /* the owner's list of submitted tasks (never touched by the pool) */
   weft_stream_wait *waits;
 };
 
@@ -45,32 +54,35 @@ struct weft_task {
 
 struct weft_stream {
   uint32_t slot;
-  uint64_t submitted; /* scheduler-owned: the last sequence number handed out */
-  _Atomic uint64_t completed;
-  weft_eventcount done_ec;        /* cross-stream waiters park here */
+  uint64_t submitted; /* owner-owned: the last position handed out */
+  weft_host_pool *pool;
+  /* Written by the thread running the stream, read by every waiter. */
+  _Alignas(64) _Atomic uint64_t completed;
+  weft_eventcount done_ec;        /* the owner's waits (weft_stream_wait_for) park here */
   _Atomic uint64_t waits_blocked; /* waits that found the origin not yet done */
-  weft_inbox inbox;
-  _Atomic uint32_t stop;
-  pthread_t thread;
-  weft_eventcount *progress; /* the owner parks here */
-  void *ctx;
-  const weft_allocator *alloc;
+  /* The owner pushes, the running thread takes. */
+  _Alignas(64) weft_inbox inbox;
+  /* Scheduling state (see stream_host.c). */
+  _Alignas(64) _Atomic uint32_t state;
+  _Atomic(weft_stream *) block_on; /* BLOCKED: the origin and position it waits for */
+  _Atomic uint64_t block_seq;
+  ck_stack_entry_t *local; /* the running thread's tasks taken from the inbox, in order */
 };
 
-/* The |ctx| of the stream whose worker is the calling thread, or NULL: lets
- * the owner tell its own workers from client threads. */
+/* The |ctx| of the pool whose thread is calling, or NULL: lets the owner tell
+ * its own pool's threads from client threads. */
 void *weft_stream_worker_ctx(void);
 
-/* Starts a host stream (a worker thread). |ctx| is what
- * weft_stream_worker_ctx answers on the worker. */
-weft_status weft_stream_host_create(const weft_allocator *alloc, uint32_t slot,
-                                    weft_eventcount *progress, void *ctx, weft_stream **out);
-/* Scheduler: hands a chain of tasks (linked through link.next, in order). */
-static inline void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last) {
-  weft_inbox_push_chain(&s->inbox, &first->link, &last->link);
-}
-/* Runs every task already submitted, then stops the worker and frees the stream. */
-void weft_stream_destroy(weft_stream *s);
+/* A pool of host threads for a device's streams (none started yet). */
+weft_status weft_host_pool_create(const weft_allocator *alloc, weft_eventcount *progress, void *ctx,
+                                  weft_host_pool **out);
+/* Stops the pool's threads and frees its streams (every stream must be idle:
+ * the owner retired all it submitted). */
+void weft_host_pool_destroy(weft_host_pool *p);
+/* Starts a host stream on |pool| (and one more thread for the pool). */
+weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot, weft_stream **out);
+/* Owner: hands a chain of tasks (linked through link.next, in order). */
+void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last);
 /* Blocks until |s| has completed |seq| (spin briefly, then park). */
 void weft_stream_wait_for(weft_stream *s, uint64_t seq);
 

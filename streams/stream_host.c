@@ -1,9 +1,94 @@
-/* The host backend: one worker thread per stream slot, running its tasks in
- * order. Idle workers park on a futex (no busy spinning when there is
- * nothing to do); a submission wakes one only if it parked. */
+/* The host backend: streams run on a pool of threads.
+ *
+ * A stream is in one of four states. IDLE: no work, in no queue. QUEUED: in
+ * the pool's ready queue (at most once). RUNNING: one pool thread owns it and
+ * runs its tasks in order. BLOCKED: its next task waits on another stream's
+ * position; the thread that completes that position requeues it.
+ *
+ * Lost wake-ups are excluded by two store-then-load pairs (seq_cst):
+ *  - the owner pushes tasks then reads the state; a running thread going
+ *    IDLE stores the state then rereads the inbox;
+ *  - a stream going BLOCKED stores the state then rereads the origin's
+ *    cursor; a completing thread stores the cursor then scans for BLOCKED
+ *    streams (skipped while no stream is blocked).
+ * The ready queue is a bounded multi-producer / multi-consumer array queue
+ * (sequence-numbered cells); it never fills, since a stream is queued at
+ * most once. Idle threads park on an event count; a push wakes one. */
 #include "streams/stream.h"
 
+#include <sched.h>
+
 #include "core/alloc.h"
+
+enum { S_IDLE, S_QUEUED, S_RUNNING, S_BLOCKED };
+
+#define READY_CAP  128u /* a power of two above WEFT_MAX_STREAMS */
+#define RUN_BUDGET 256u /* tasks a thread runs on one stream before requeueing it */
+
+struct weft_host_pool {
+  const weft_allocator *alloc;
+  weft_eventcount *progress;
+  void *ctx;
+  _Alignas(64) _Atomic uint64_t enq;
+  _Alignas(64) _Atomic uint64_t deq;
+  _Alignas(64) struct {
+    _Atomic uint64_t seq;
+    weft_stream *s;
+  } cells[READY_CAP];
+  weft_eventcount ready_ec;
+  _Atomic uint32_t nblocked; /* streams BLOCKED (or about to be) */
+  _Atomic uint32_t stop;
+  _Atomic uint32_t nstreams;
+  weft_stream *streams[WEFT_MAX_STREAMS]; /* published by nstreams (release) */
+  pthread_t threads[WEFT_MAX_STREAMS];
+  uint32_t nthreads;
+};
+
+static void ready_push(weft_host_pool *p, weft_stream *s) {
+  uint64_t pos = atomic_load_explicit(&p->enq, memory_order_relaxed);
+  for (;;) {
+    uint64_t seq = atomic_load_explicit(&p->cells[pos % READY_CAP].seq, memory_order_acquire);
+    int64_t dif = (int64_t)(seq - pos);
+    if (dif == 0) {
+      if (atomic_compare_exchange_weak_explicit(&p->enq, &pos, pos + 1, memory_order_relaxed,
+                                                memory_order_relaxed))
+        break;
+    } else {
+      if (dif < 0) weft__cpu_relax(); /* a consumer is freeing the cell */
+      pos = atomic_load_explicit(&p->enq, memory_order_relaxed);
+    }
+  }
+  p->cells[pos % READY_CAP].s = s;
+  atomic_store_explicit(&p->cells[pos % READY_CAP].seq, pos + 1, memory_order_release);
+  weft__ec_notify_one(&p->ready_ec);
+}
+
+/* NULL when empty, or when the next cell's producer has not published yet
+ * (it wakes a thread once it has). */
+static weft_stream *ready_pop(weft_host_pool *p) {
+  uint64_t pos = atomic_load_explicit(&p->deq, memory_order_relaxed);
+  for (;;) {
+    uint64_t seq = atomic_load_explicit(&p->cells[pos % READY_CAP].seq, memory_order_acquire);
+    int64_t dif = (int64_t)(seq - (pos + 1));
+    if (dif == 0) {
+      if (atomic_compare_exchange_weak_explicit(&p->deq, &pos, pos + 1, memory_order_relaxed,
+                                                memory_order_relaxed))
+        break;
+    } else if (dif < 0) {
+      return NULL;
+    } else {
+      pos = atomic_load_explicit(&p->deq, memory_order_relaxed);
+    }
+  }
+  weft_stream *s = p->cells[pos % READY_CAP].s;
+  atomic_store_explicit(&p->cells[pos % READY_CAP].seq, pos + READY_CAP, memory_order_release);
+  return s;
+}
+
+static bool ready_empty(weft_host_pool *p) {
+  return atomic_load_explicit(&p->enq, memory_order_acquire) ==
+         atomic_load_explicit(&p->deq, memory_order_acquire);
+}
 
 void weft_stream_wait_for(weft_stream *s, uint64_t seq) {
   if (atomic_load_explicit(&s->completed, memory_order_acquire) >= seq) return;
@@ -28,64 +113,159 @@ void *weft_stream_worker_ctx(void) {
   return worker_ctx;
 }
 
-static void *worker(void *arg) {
-  weft_stream *s = arg;
-  worker_ctx = s->ctx;
-  for (;;) {
-    ck_stack_entry_t *e = weft_inbox_take(&s->inbox);
-    if (!e) {
-      if (atomic_load_explicit(&s->stop, memory_order_acquire) && weft_inbox_empty(&s->inbox))
-        break;
-      weft_inbox_wait(&s->inbox, &s->stop);
+/* Requeues the streams blocked on |o| at or below |done|. */
+static void wake_blocked(weft_host_pool *p, weft_stream *o, uint64_t done) {
+  uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++) {
+    weft_stream *x = p->streams[i];
+    if (atomic_load_explicit(&x->state, memory_order_seq_cst) != S_BLOCKED) continue;
+    if (atomic_load_explicit(&x->block_on, memory_order_relaxed) != o ||
+        atomic_load_explicit(&x->block_seq, memory_order_relaxed) > done)
+      continue;
+    uint32_t e = S_BLOCKED;
+    if (atomic_compare_exchange_strong(&x->state, &e, S_QUEUED)) {
+      atomic_fetch_sub_explicit(&p->nblocked, 1, memory_order_relaxed);
+      ready_push(p, x);
+    }
+  }
+}
+
+/* The first wait of |t| not yet satisfied, or NULL. */
+static const weft_stream_wait *unmet_wait(const weft_task *t) {
+  for (uint32_t i = 0; i < t->nwaits; i++)
+    if (atomic_load_explicit(&t->waits[i].stream->completed, memory_order_acquire) <
+        t->waits[i].seq)
+      return &t->waits[i];
+  return NULL;
+}
+
+/* Runs |s| (this thread owns it) until it is out of work, blocked, or has
+ * used its budget. */
+static void run_stream(weft_host_pool *p, weft_stream *s) {
+  atomic_store_explicit(&s->state, S_RUNNING, memory_order_relaxed);
+  for (uint32_t budget = RUN_BUDGET;;) {
+    if (!s->local) {
+      s->local = weft_inbox_take(&s->inbox);
+      if (!s->local) {
+        weft__ec_notify(p->progress); /* out of work: the owner retires the batch */
+        atomic_store_explicit(&s->state, S_IDLE, memory_order_seq_cst);
+        if (weft_inbox_empty(&s->inbox)) return;
+        uint32_t e = S_IDLE;
+        if (!atomic_compare_exchange_strong(&s->state, &e, S_RUNNING)) return; /* queued */
+        continue;
+      }
+    }
+    weft_task *t = WEFT_TASK_OF(s->local);
+    const weft_stream_wait *w = unmet_wait(t);
+    if (w) {
+      weft_stream *o = w->stream;
+      uint64_t need = w->seq;
+      atomic_fetch_add_explicit(&o->waits_blocked, 1, memory_order_relaxed);
+      atomic_store_explicit(&s->block_on, o, memory_order_relaxed);
+      atomic_store_explicit(&s->block_seq, need, memory_order_relaxed);
+      atomic_fetch_add_explicit(&p->nblocked, 1, memory_order_seq_cst);
+      atomic_store_explicit(&s->state, S_BLOCKED, memory_order_seq_cst);
+      if (atomic_load_explicit(&o->completed, memory_order_seq_cst) < need) return;
+      uint32_t e = S_BLOCKED;
+      if (!atomic_compare_exchange_strong(&s->state, &e, S_RUNNING)) return; /* requeued */
+      atomic_fetch_sub_explicit(&p->nblocked, 1, memory_order_relaxed);
       continue;
     }
-    while (e) {
-      ck_stack_entry_t *next = e->next;
-      weft_task *t = WEFT_TASK_OF(e);
-      for (uint32_t i = 0; i < t->nwaits; i++)
-        weft_stream_wait_for(t->waits[i].stream, t->waits[i].seq);
-      uint64_t seq = t->seq; /* the task belongs to the owner once completed */
-      bool notify = t->notify;
-      t->run(t);
-      /* release: waiters on this stream and the owner see everything the task wrote. */
-      atomic_store_explicit(&s->completed, seq, memory_order_release);
-      weft__ec_notify(&s->done_ec);
-      if (notify) weft__ec_notify(s->progress);
-      e = next;
+    if (budget-- == 0) { /* fairness: let the other ready streams run */
+      atomic_store_explicit(&s->state, S_QUEUED, memory_order_relaxed);
+      ready_push(p, s);
+      return;
     }
-    weft__ec_notify(s->progress); /* out of work: the owner retires the batch */
+    s->local = s->local->next;
+    uint64_t seq = t->seq; /* the task belongs to the owner once completed */
+    bool notify = t->notify;
+    t->run(t);
+    /* Waiters and the owner see everything the task wrote. */
+    atomic_store_explicit(&s->completed, seq, memory_order_seq_cst);
+    weft__ec_notify(&s->done_ec);
+    if (notify) weft__ec_notify(p->progress);
+    if (atomic_load_explicit(&p->nblocked, memory_order_seq_cst)) wake_blocked(p, s, seq);
+  }
+}
+
+static void *pool_main(void *arg) {
+  weft_host_pool *p = arg;
+  worker_ctx = p->ctx;
+  for (;;) {
+    weft_stream *s = ready_pop(p);
+    if (s) {
+      run_stream(p, s);
+      continue;
+    }
+    if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+    bool found = false;
+    for (int i = 0; i < 64 && !found; i++) {
+      found = !ready_empty(p);
+      weft__cpu_relax();
+    }
+    if (found) continue;
+    uint32_t k = weft__ec_prepare(&p->ready_ec);
+    if (!ready_empty(p) || atomic_load_explicit(&p->stop, memory_order_acquire)) {
+      weft__ec_cancel(&p->ready_ec);
+      continue;
+    }
+    weft__ec_wait(&p->ready_ec, k);
   }
   return NULL;
 }
 
-weft_status weft_stream_host_create(const weft_allocator *alloc, uint32_t slot,
-                                    weft_eventcount *progress, void *ctx, weft_stream **out) {
-  weft_stream *s = weft__calloc(alloc, sizeof(*s), WEFT_CACHELINE);
+weft_status weft_host_pool_create(const weft_allocator *alloc, weft_eventcount *progress, void *ctx,
+                                  weft_host_pool **out) {
+  weft_host_pool *p = weft__calloc(alloc, sizeof(*p), WEFT_CACHELINE);
+  if (!p) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*p), "the stream pool");
+  p->alloc = alloc;
+  p->progress = progress;
+  p->ctx = ctx;
+  for (uint32_t i = 0; i < READY_CAP; i++) atomic_init(&p->cells[i].seq, i);
+  *out = p;
+  return NULL;
+}
+
+weft_status weft_stream_host_create(weft_host_pool *p, uint32_t slot, weft_stream **out) {
+  uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_relaxed);
+  if (n >= WEFT_MAX_STREAMS)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "at most %u streams", WEFT_MAX_STREAMS);
+  weft_stream *s = weft__calloc(p->alloc, sizeof(*s), WEFT_CACHELINE);
   if (!s) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*s), "stream %u", slot);
   s->slot = slot;
-  s->alloc = alloc;
-  s->progress = progress;
-  s->ctx = ctx;
-  atomic_init(&s->completed, 0);
-  atomic_init(&s->done_ec.epoch, 0);
-  atomic_init(&s->done_ec.sleepers, 0);
-  atomic_init(&s->waits_blocked, 0);
-  atomic_init(&s->stop, 0);
+  s->pool = p;
   weft_inbox_init(&s->inbox);
-  int rc = pthread_create(&s->thread, NULL, worker, s);
+  int rc = pthread_create(&p->threads[p->nthreads], NULL, pool_main, p);
   if (rc != 0) {
-    weft__free(alloc, s, sizeof(*s), WEFT_CACHELINE);
-    return weft_error_make(WEFT_ERR_GENERIC, "cannot start the worker of stream %u (error %d)",
-                           slot, rc);
+    weft__free(p->alloc, s, sizeof(*s), WEFT_CACHELINE);
+    return weft_error_make(WEFT_ERR_GENERIC, "cannot start a thread for stream %u (error %d)", slot,
+                           rc);
   }
+  p->nthreads++;
+  p->streams[n] = s;
+  atomic_store_explicit(&p->nstreams, n + 1, memory_order_release);
   *out = s;
   return NULL;
 }
 
-void weft_stream_destroy(weft_stream *s) {
-  if (!s) return;
-  atomic_store_explicit(&s->stop, 1, memory_order_release);
-  weft__ec_notify(&s->inbox.ec);
-  pthread_join(s->thread, NULL);
-  weft__free(s->alloc, s, sizeof(*s), WEFT_CACHELINE);
+void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last) {
+  weft_inbox_push_chain(&s->inbox, &first->link, &last->link);
+  atomic_thread_fence(memory_order_seq_cst);
+  uint32_t e = S_IDLE;
+  if (atomic_load_explicit(&s->state, memory_order_seq_cst) == S_IDLE &&
+      atomic_compare_exchange_strong(&s->state, &e, S_QUEUED))
+    ready_push(s->pool, s);
+}
+
+void weft_host_pool_destroy(weft_host_pool *p) {
+  if (!p) return;
+  /* Every stream is idle: the owner retired all its work. Threads leave once
+   * the ready queue is empty. */
+  atomic_store_explicit(&p->stop, 1, memory_order_release);
+  weft__ec_notify(&p->ready_ec);
+  for (uint32_t i = 0; i < p->nthreads; i++) pthread_join(p->threads[i], NULL);
+  uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++)
+    weft__free(p->alloc, p->streams[i], sizeof(weft_stream), WEFT_CACHELINE);
+  weft__free(p->alloc, p, sizeof(*p), WEFT_CACHELINE);
 }

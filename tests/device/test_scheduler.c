@@ -1,0 +1,610 @@
+/* SchedulerMultiStream on the host backend: the stream pool (folding,
+ * laziness, questions that never create a stream, per-thread default
+ * streams), batching and its flush points, the Interleave and Sequential
+ * strategies (same results), cross-stream hazards over three and more
+ * streams with slow producers, the last-writer hazard, pinning of buffers a
+ * consumer still uses, and linearizable submission across threads. */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <weft/weft.h>
+
+#include "support/asan_criterion.h"
+#include "support/device_env.h"
+
+enum { ELEMS = 64 };
+#define BYTES (ELEMS * sizeof(uint32_t))
+
+static const uint32_t one[3] = {1, 1, 1};
+
+static weft_device_stats stats_of(weft_device *dev) {
+  weft_device_stats s;
+  EXPECT_OK(weft_device_stats_get(dev, &s));
+  return s;
+}
+
+static weft_buffer make_buffer(weft_device *dev, weft_stream_id stream) {
+  weft_buffer b;
+  EXPECT_OK(weft_buffer_create(dev, stream, BYTES, &b));
+  return b;
+}
+
+static void sleep_us(unsigned us) {
+  struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* ---- kernels ------------------------------------------------------------------------------
+ * Scalars: {value, delay_us}. The delay runs before the kernel touches memory,
+ * so a consumer that is not ordered after it reads the old bytes. */
+typedef struct args {
+  uint32_t value, delay_us;
+} args;
+
+static _Atomic uint64_t kernel_calls;
+
+/* out = value (binding 0, write). */
+static weft_status k_set(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  const args *a = ctx->scalars;
+  atomic_fetch_add(&kernel_calls, 1);
+  if (a->delay_us) sleep_us(a->delay_us);
+  uint32_t *out = ctx->buffers[0];
+  for (size_t i = 0; i < ctx->sizes[0] / 4; i++) out[i] = a->value;
+  return NULL;
+}
+
+/* out = in + value (binding 0 read, 1 write). */
+static weft_status k_add(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  const args *a = ctx->scalars;
+  atomic_fetch_add(&kernel_calls, 1);
+  if (a->delay_us) sleep_us(a->delay_us);
+  const uint32_t *in = ctx->buffers[0];
+  uint32_t *out = ctx->buffers[1];
+  for (size_t i = 0; i < ctx->sizes[1] / 4; i++) out[i] = in[i] + a->value;
+  return NULL;
+}
+
+/* out = in0 + in1 (bindings 0, 1 read; 2 write). */
+static weft_status k_sum(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  const args *a = ctx->scalars;
+  atomic_fetch_add(&kernel_calls, 1);
+  if (a->delay_us) sleep_us(a->delay_us);
+  const uint32_t *x = ctx->buffers[0], *y = ctx->buffers[1];
+  uint32_t *out = ctx->buffers[2];
+  for (size_t i = 0; i < ctx->sizes[2] / 4; i++) out[i] = x[i] + y[i];
+  return NULL;
+}
+
+/* x += value in place (binding 0, read-write). */
+static weft_status k_inc(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  const args *a = ctx->scalars;
+  atomic_fetch_add(&kernel_calls, 1);
+  if (a->delay_us) sleep_us(a->delay_us);
+  uint32_t *x = ctx->buffers[0];
+  for (size_t i = 0; i < ctx->sizes[0] / 4; i++) x[i] += a->value;
+  return NULL;
+}
+
+typedef struct kernels {
+  weft_kernel set, add, sum, inc;
+} kernels;
+
+static kernels make_kernels(weft_device *dev) {
+  kernels k;
+  EXPECT_OK(weft_kernel_host(dev, "set", k_set, NULL, &k.set));
+  EXPECT_OK(weft_kernel_host(dev, "add", k_add, NULL, &k.add));
+  EXPECT_OK(weft_kernel_host(dev, "sum", k_sum, NULL, &k.sum));
+  EXPECT_OK(weft_kernel_host(dev, "inc", k_inc, NULL, &k.inc));
+  return k;
+}
+
+static void set(weft_device *dev, const kernels *k, weft_stream_id s, weft_buffer out,
+                uint32_t value, uint32_t delay_us) {
+  weft_binding b = {out, 0, WEFT_WHOLE, WEFT_WRITE};
+  args a = {value, delay_us};
+  EXPECT_OK(weft_launch(dev, s, k->set, one, one, &b, 1, &a, sizeof(a)));
+}
+
+static void add(weft_device *dev, const kernels *k, weft_stream_id s, weft_buffer in,
+                weft_buffer out, uint32_t value, uint32_t delay_us) {
+  weft_binding b[2] = {{in, 0, WEFT_WHOLE, WEFT_READ}, {out, 0, WEFT_WHOLE, WEFT_WRITE}};
+  args a = {value, delay_us};
+  EXPECT_OK(weft_launch(dev, s, k->add, one, one, b, 2, &a, sizeof(a)));
+}
+
+static void sum(weft_device *dev, const kernels *k, weft_stream_id s, weft_buffer x, weft_buffer y,
+                weft_buffer out, uint32_t delay_us) {
+  weft_binding b[3] = {{x, 0, WEFT_WHOLE, WEFT_READ},
+                       {y, 0, WEFT_WHOLE, WEFT_READ},
+                       {out, 0, WEFT_WHOLE, WEFT_WRITE}};
+  args a = {0, delay_us};
+  EXPECT_OK(weft_launch(dev, s, k->sum, one, one, b, 3, &a, sizeof(a)));
+}
+
+static void inc(weft_device *dev, const kernels *k, weft_stream_id s, weft_buffer x, uint32_t value,
+                uint32_t delay_us) {
+  weft_binding b = {x, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  args a = {value, delay_us};
+  EXPECT_OK(weft_launch(dev, s, k->inc, one, one, &b, 1, &a, sizeof(a)));
+}
+
+/* Every element of |buf| equals |want|. */
+static void expect_all(weft_device *dev, weft_stream_id s, weft_buffer buf, uint32_t want,
+                       const char *what) {
+  uint32_t got[ELEMS];
+  EXPECT_OK(weft_buffer_read(dev, s, buf, 0, got, BYTES));
+  for (int i = 0; i < ELEMS; i++)
+    cr_assert_eq(got[i], want, "%s: element %d is %u, expected %u", what, i, got[i], want);
+}
+
+/* ---- the stream pool ---------------------------------------------------------------------- */
+
+Test(stream_pool, logical_ids_fold_onto_the_pool_and_share_its_order) {
+  env e;
+  env_options(&e);
+  e.opts.max_streams = 4;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 1), y = make_buffer(e.dev, 1);
+  /* 1, 5 and 4_000_000_001 are one slot: a slow write then a read on another
+   * id of the same slot is ordered by the stream itself, with no wait. */
+  set(e.dev, &k, 1, x, 7, 20000);
+  add(e.dev, &k, 5, x, y, 1, 0);
+  expect_all(e.dev, UINT64_C(4000000001), y, 8, "y");
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_eq(s.streams_created, 1, "ids 1, 5 and 4000000001 fold onto one slot");
+  cr_assert_eq(s.cross_stream_waits, 0);
+  /* The largest id folds too (computed in a wide type). */
+  set(e.dev, &k, UINT64_MAX, x, 3, 0);
+  expect_all(e.dev, UINT64_MAX, x, 3, "x on UINT64_MAX");
+  cr_assert_eq(stats_of(e.dev).streams_created, 2, "UINT64_MAX %% 4 == 3: a second slot");
+  env_close(&e);
+}
+
+Test(stream_pool, slots_are_created_lazily_and_questions_never_create_one) {
+  env e;
+  env_options(&e);
+  e.opts.max_streams = 8;
+  env_open(&e);
+  cr_assert_eq(stats_of(e.dev).streams_created, 0, "opening creates no stream");
+  weft_buffer x = make_buffer(e.dev, 2);
+  weft_memory_usage u;
+  EXPECT_OK(weft_memory_usage_get(e.dev, &u));
+  weft_pool_report rep[16];
+  size_t n = 16;
+  EXPECT_OK(weft_memory_report_get(e.dev, 6, rep, &n));
+  EXPECT_OK(weft_sync(e.dev, 3));
+  EXPECT_OK(weft_check(e.dev, &x, 1));
+  cr_assert_eq(stats_of(e.dev).streams_created, 0,
+               "creating a buffer, a memory report, a sync and a check create no stream");
+  kernels k = make_kernels(e.dev);
+  set(e.dev, &k, 2, x, 1, 0);
+  EXPECT_OK(weft_sync(e.dev, 2));
+  cr_assert_eq(stats_of(e.dev).streams_created, 1, "the first launch creates its slot only");
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+typedef struct ids {
+  weft_stream_id first, second;
+} ids;
+
+static void *current_twice(void *arg) {
+  ids *r = arg;
+  r->first = weft_stream_current();
+  r->second = weft_stream_current();
+  return NULL;
+}
+
+Test(stream_pool, every_thread_has_its_own_stable_default_stream) {
+  ids r[4];
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) cr_assert_eq(pthread_create(&t[i], NULL, current_twice, &r[i]), 0);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  weft_stream_id mine = weft_stream_current();
+  cr_assert_eq(mine, weft_stream_current(), "stable within a thread");
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(r[i].first, r[i].second);
+    cr_assert_neq(r[i].first, mine);
+    for (int j = 0; j < i; j++) cr_assert_neq(r[i].first, r[j].first, "threads %d and %d", i, j);
+  }
+}
+
+/* ---- batching ----------------------------------------------------------------------------- */
+
+Test(batching, a_batch_is_flushed_when_it_reaches_max_tasks) {
+  env e;
+  env_options(&e);
+  e.opts.max_tasks = 4;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_device_stats before = stats_of(e.dev);
+  /* The first task is held back until the other three join it. */
+  inc(e.dev, &k, 0, x, 1, 100000);
+  for (int i = 0; i < 11; i++) inc(e.dev, &k, 0, x, 1, 0);
+  expect_all(e.dev, 0, x, 12, "x after 12 increments");
+  weft_device_stats after = stats_of(e.dev);
+  cr_assert_geq(after.batches_full - before.batches_full, 2,
+                "12 tasks in batches of 4: at least 2 full batches while the first one ran "
+                "(%" PRIu64 ")",
+                after.batches_full - before.batches_full);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+Test(batching, max_tasks_one_flushes_every_task) {
+  env e;
+  env_options(&e);
+  e.opts.max_tasks = 1;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
+  for (int i = 0; i < 50; i++) inc(e.dev, &k, 0, x, 2, 0);
+  expect_all(e.dev, 0, x, 100, "x");
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_geq(s.batches_full, 51, "every launch fills its batch of one");
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+Test(batching, a_read_flushes_the_streams_that_hold_its_buffer) {
+  env e;
+  env_options(&e);
+  e.opts.max_tasks = 1000; /* nothing flushes on size */
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1);
+  set(e.dev, &k, 0, x, 5, 0);
+  add(e.dev, &k, 1, x, y, 1, 0); /* registering it on 1 aligns stream 0 */
+  expect_all(e.dev, 2, y, 6, "a read on a third stream sees y");
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_geq(s.align_flushes, 1, "the add aligned the stream that wrote x");
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  EXPECT_OK(weft_buffer_release(e.dev, y));
+  env_close(&e);
+}
+
+/* ---- strategies ------------------------------------------------------------------------- */
+
+enum { NBUF = 12, NOPS = 400 };
+
+typedef struct program_result {
+  uint32_t values[NBUF];
+  weft_device_stats stats;
+} program_result;
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* A seeded random program over 4 streams (every dependency kind, crossing
+ * streams all the time), checked against a host model. */
+static program_result run_program(weft_strategy strategy, uint32_t max_tasks, uint64_t seed) {
+  env e;
+  env_options(&e);
+  e.opts.max_streams = 4;
+  e.opts.max_tasks = max_tasks;
+  e.opts.strategy = strategy;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer b[NBUF];
+  uint32_t model[NBUF];
+  for (int i = 0; i < NBUF; i++) {
+    b[i] = make_buffer(e.dev, (weft_stream_id)i);
+    set(e.dev, &k, (weft_stream_id)i, b[i], (uint32_t)i, 0);
+    model[i] = (uint32_t)i;
+  }
+  for (int op = 0; op < NOPS; op++) {
+    uint64_t r = rng_next(&seed);
+    weft_stream_id s = r % 6; /* 6 logical ids over 4 slots */
+    int x = (int)((r >> 8) % NBUF), y = (int)((r >> 16) % NBUF), z = (int)((r >> 24) % NBUF);
+    uint32_t delay = (r >> 40) % 16 == 0 ? 200 : 0;
+    switch ((r >> 32) % 4) {
+    case 0:
+      set(e.dev, &k, s, b[x], (uint32_t)(r >> 44), delay);
+      model[x] = (uint32_t)(r >> 44);
+      break;
+    case 1:
+      if (x == y) break;
+      add(e.dev, &k, s, b[x], b[y], 3, delay);
+      model[y] = model[x] + 3;
+      break;
+    case 2:
+      if (z == x || z == y) break;
+      sum(e.dev, &k, s, b[x], b[y], b[z], delay);
+      model[z] = model[x] + model[y];
+      break;
+    default:
+      inc(e.dev, &k, s, b[x], 1, delay);
+      model[x] += 1;
+      break;
+    }
+  }
+  program_result res;
+  for (int i = 0; i < NBUF; i++) {
+    uint32_t got[ELEMS];
+    EXPECT_OK(weft_buffer_read(e.dev, (weft_stream_id)(i % 5), b[i], 0, got, BYTES));
+    for (int j = 0; j < ELEMS; j++)
+      cr_assert_eq(got[j], model[i], "strategy %d, buffer %d: %u, expected %u", (int)strategy, i,
+                   got[j], model[i]);
+    res.values[i] = got[0];
+  }
+  res.stats = stats_of(e.dev);
+  for (int i = 0; i < NBUF; i++) EXPECT_OK(weft_buffer_release(e.dev, b[i]));
+  env_close(&e);
+  return res;
+}
+
+Test(strategies, interleave_and_sequential_give_the_same_results, .timeout = 120) {
+  for (uint64_t seed = 1; seed <= 6; seed++) {
+    uint32_t max_tasks = seed % 2 ? 3 : 32;
+    program_result in = run_program(WEFT_STRATEGY_INTERLEAVE, max_tasks, seed);
+    program_result sq = run_program(WEFT_STRATEGY_SEQUENTIAL, max_tasks, seed);
+    cr_assert_arr_eq(in.values, sq.values, sizeof(in.values), "seed %" PRIu64, seed);
+    cr_assert_eq(sq.stats.tasks_interleaved, 0, "Sequential runs each batch on its own stream");
+    cr_assert_eq(in.stats.launches_run, sq.stats.launches_run);
+  }
+}
+
+Test(strategies, interleave_runs_aligned_batches_on_one_stream) {
+  env e;
+  env_options(&e);
+  e.opts.max_tasks = 1000;
+  e.opts.strategy = WEFT_STRATEGY_INTERLEAVE;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1), z = make_buffer(e.dev, 2);
+  /* x and y are pending on streams 0 and 1; the sum on 2 aligns both. */
+  set(e.dev, &k, 0, x, 1, 0);
+  set(e.dev, &k, 1, y, 2, 0);
+  sum(e.dev, &k, 2, x, y, z, 0);
+  expect_all(e.dev, 2, z, 3, "z");
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_geq(s.tasks_interleaved, 1, "stream 1's set ran on stream 0's queue");
+  cr_assert_eq(s.cross_stream_waits, 1, "stream 2 waits on one stream, not two");
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  EXPECT_OK(weft_buffer_release(e.dev, y));
+  EXPECT_OK(weft_buffer_release(e.dev, z));
+  env_close(&e);
+}
+
+/* ---- cross-stream hazards over three and more streams --------------------------------- */
+
+Test(hazards, read_after_write_across_a_chain_of_four_streams) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer a = make_buffer(e.dev, 0), b = make_buffer(e.dev, 1), c = make_buffer(e.dev, 2),
+              d = make_buffer(e.dev, 3);
+  set(e.dev, &k, 0, a, 10, 20000); /* slow producer */
+  add(e.dev, &k, 1, a, b, 1, 5000);
+  add(e.dev, &k, 2, b, c, 1, 0);
+  add(e.dev, &k, 3, c, d, 1, 0);
+  expect_all(e.dev, 0, d, 13, "d = ((a + 1) + 1) + 1");
+  weft_buffer all[4] = {a, b, c, d};
+  for (int i = 0; i < 4; i++) EXPECT_OK(weft_buffer_release(e.dev, all[i]));
+  env_close(&e);
+}
+
+Test(hazards, write_after_read_waits_for_every_reader_on_other_streams) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), r1 = make_buffer(e.dev, 1), r2 = make_buffer(e.dev, 2);
+  set(e.dev, &k, 0, x, 5, 0);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  add(e.dev, &k, 1, x, r1, 0, 20000); /* slow readers of x on 1 and 2 */
+  add(e.dev, &k, 2, x, r2, 0, 10000);
+  set(e.dev, &k, 3, x, 99, 0); /* must not overwrite x under them */
+  expect_all(e.dev, 1, r1, 5, "reader on stream 1");
+  expect_all(e.dev, 2, r2, 5, "reader on stream 2");
+  expect_all(e.dev, 3, x, 99, "x");
+  weft_buffer all[3] = {x, r1, r2};
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_buffer_release(e.dev, all[i]));
+  env_close(&e);
+}
+
+Test(hazards, write_after_write_keeps_program_order_over_three_streams) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 1, 20000);
+  set(e.dev, &k, 1, x, 2, 10000);
+  set(e.dev, &k, 2, x, 3, 0);
+  expect_all(e.dev, 3, x, 3, "the last write wins");
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+Test(hazards, an_in_place_write_on_the_origin_after_a_sync_is_still_waited_for) {
+  /* The reference tracked the allocation's stream and cursor: after a sync,
+   * a consumer on another stream no longer waited, even when the origin
+   * wrote the buffer again in place. weft tracks the last writer. */
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1);
+  set(e.dev, &k, 0, x, 1, 0);
+  add(e.dev, &k, 1, x, y, 0, 0); /* stream 1 syncs with 0 here */
+  EXPECT_OK(weft_sync(e.dev, 1));
+  inc(e.dev, &k, 0, x, 41, 30000); /* slow in-place write on the origin */
+  add(e.dev, &k, 1, x, y, 0, 0);
+  expect_all(e.dev, 1, y, 42, "the consumer saw the in-place write");
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_geq(s.cross_stream_waits, 2, "one wait per write the consumer depends on");
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  EXPECT_OK(weft_buffer_release(e.dev, y));
+  env_close(&e);
+}
+
+Test(hazards, a_second_reader_on_a_stream_that_already_waited_elides_the_wait) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1), z = make_buffer(e.dev, 1);
+  set(e.dev, &k, 0, x, 4, 10000);
+  add(e.dev, &k, 1, x, y, 1, 0);
+  add(e.dev, &k, 1, x, z, 2, 0);
+  expect_all(e.dev, 1, y, 5, "y");
+  expect_all(e.dev, 1, z, 6, "z");
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_eq(s.cross_stream_waits, 1);
+  cr_assert_eq(s.waits_elided, 1);
+  weft_buffer all[3] = {x, y, z};
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_buffer_release(e.dev, all[i]));
+  env_close(&e);
+}
+
+/* ---- pinning ------------------------------------------------------------------------------ */
+
+Test(pinning, a_released_buffer_is_not_reused_while_a_consumer_on_another_stream_runs) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1);
+  set(e.dev, &k, 0, x, 77, 0);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  add(e.dev, &k, 1, x, y, 0, 30000); /* a slow consumer of x */
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  /* New buffers of the same size on x's stream, overwritten at once: none
+   * may take x's bytes while the consumer still reads them. */
+  weft_buffer fresh[8];
+  for (int i = 0; i < 8; i++) {
+    fresh[i] = make_buffer(e.dev, 0);
+    set(e.dev, &k, 0, fresh[i], 0xdead, 0);
+  }
+  expect_all(e.dev, 1, y, 77, "the consumer read x's bytes, not a newcomer's");
+  for (int i = 0; i < 8; i++) EXPECT_OK(weft_buffer_release(e.dev, fresh[i]));
+  EXPECT_OK(weft_buffer_release(e.dev, y));
+  env_close(&e);
+}
+
+/* ---- linearizable submission --------------------------------------------------------------- */
+
+typedef struct relay {
+  weft_device *dev;
+  kernels k;
+  weft_buffer x;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int turn; /* whose launch is next */
+  int rounds;
+} relay;
+
+/* Two threads alternate, handing a turn through a mutex: each launch is
+ * submitted after the other thread's previous one (happens-before) and on
+ * another stream, so it must be scheduled after it. */
+typedef struct relay_arg {
+  relay *r;
+  int id;
+} relay_arg;
+
+static void *relay_main(void *arg) {
+  relay_arg *a = arg;
+  relay *r = a->r;
+  for (int i = 0; i < r->rounds; i++) {
+    pthread_mutex_lock(&r->mu);
+    while (r->turn != a->id) pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+    /* x = x * 1 + 1 in place, on this thread's own stream: the final value
+     * counts the launches only if every one ran after the previous. */
+    inc(r->dev, &r->k, (weft_stream_id)a->id, r->x, 1, (i % 7 == 0) ? 300 : 0);
+    pthread_mutex_lock(&r->mu);
+    r->turn = 1 - a->id;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+  }
+  return NULL;
+}
+
+Test(linearizable, launches_handed_across_threads_run_in_submission_order) {
+  env e = env_new();
+  relay r = {.dev = e.dev, .k = make_kernels(e.dev), .turn = 0, .rounds = 300};
+  pthread_mutex_init(&r.mu, NULL);
+  pthread_cond_init(&r.cv, NULL);
+  r.x = make_buffer(e.dev, 0);
+  set(e.dev, &r.k, 0, r.x, 0, 0);
+  relay_arg a0 = {&r, 0}, a1 = {&r, 1};
+  pthread_t t0, t1;
+  pthread_create(&t0, NULL, relay_main, &a0);
+  pthread_create(&t1, NULL, relay_main, &a1);
+  pthread_join(t0, NULL);
+  pthread_join(t1, NULL);
+  expect_all(e.dev, 2, r.x, 600, "600 increments, none lost or reordered");
+  pthread_mutex_destroy(&r.mu);
+  pthread_cond_destroy(&r.cv);
+  EXPECT_OK(weft_buffer_release(e.dev, r.x));
+  env_close(&e);
+}
+
+typedef struct order_arg {
+  weft_device *dev;
+  kernels *k;
+  weft_buffer x;
+  pthread_barrier_t *bar;
+  int id;
+} order_arg;
+
+static void *set_then_barrier(void *arg) {
+  order_arg *a = arg;
+  if (a->id == 0) set(a->dev, a->k, 0, a->x, 1, 2000); /* slow, submitted first */
+  pthread_barrier_wait(a->bar);
+  if (a->id == 1) set(a->dev, a->k, 1, a->x, 2, 0); /* after the barrier: must win */
+  return NULL;
+}
+
+Test(linearizable, a_write_submitted_after_a_barrier_is_ordered_after_writes_before_it) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  for (int round = 0; round < 50; round++) {
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    order_arg a[2] = {{e.dev, &k, x, &bar, 0}, {e.dev, &k, x, &bar, 1}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, set_then_barrier, &a[i]);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&bar);
+    expect_all(e.dev, 2, x, 2, "the write after the barrier is the last one");
+  }
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+/* ---- many streams, few cores ------------------------------------------------------------- */
+
+Test(pool, sixty_four_streams_with_a_dependency_ring_complete, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.max_streams = 64;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer b[64];
+  for (int i = 0; i < 64; i++) {
+    b[i] = make_buffer(e.dev, (weft_stream_id)i);
+    set(e.dev, &k, (weft_stream_id)i, b[i], 0, 0);
+  }
+  /* Each round, stream i adds stream (i + 63) % 64's buffer into its own. */
+  for (int round = 0; round < 20; round++)
+    for (int i = 0; i < 64; i++) inc(e.dev, &k, (weft_stream_id)i, b[i], 1, 0);
+  for (int i = 1; i < 64; i++) add(e.dev, &k, (weft_stream_id)i, b[i - 1], b[i], 1, 0);
+  for (int i = 0; i < 64; i++) expect_all(e.dev, 0, b[i], i == 0 ? 20 : 20 + (uint32_t)i, "b");
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_eq(s.streams_created, 64);
+  for (int i = 0; i < 64; i++) EXPECT_OK(weft_buffer_release(e.dev, b[i]));
+  env_close(&e);
+}
