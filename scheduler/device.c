@@ -810,6 +810,10 @@ void weft__dev_process(weft_device *dev, cmd *c) {
   }
 }
 
+#ifndef WEFT_TAKE_BACKOFF
+#define WEFT_TAKE_BACKOFF 32
+#endif
+
 static _Thread_local weft_device *scheduling = NULL;
 
 weft_device *weft__dev_scheduling(void) {
@@ -830,9 +834,16 @@ static void held_append(weft_device *dev, ck_stack_entry_t *first, ck_stack_entr
 static void *scheduler_main(void *arg) {
   weft_device *dev = arg;
   scheduling = dev;
+  uint32_t took = 0; /* commands in the last take */
   for (;;) {
     if (!dev->held_head) {
       retire_all(dev);
+      /* A small take while clients stream commands in: every take pulls the
+       * inbox's line away from the producers, so give them a moment (a few
+       * hundred nanoseconds, not touching the line) to fill a batch. */
+      if (took && took < 8)
+        for (int i = 0; i < WEFT_TAKE_BACKOFF; i++) weft__cpu_relax();
+      took = 0;
       ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->inbox, &tail);
       if (!e) {
         /* Idle: hand every partial batch to its worker before parking. */
@@ -847,6 +858,7 @@ static void *scheduler_main(void *arg) {
     dev->held_head = e->next;
     if (!dev->held_head) dev->held_tail = NULL;
     e->next = NULL;
+    took++;
     weft__dev_process(dev, (cmd *)WEFT_TASK_OF(e));
   }
   cmd_free_flush(dev);

@@ -110,27 +110,29 @@ struct weft_device {
   uint32_t max_streams, max_tasks;
   weft_strategy strategy;
   uint32_t tag; /* distinguishes this device's kernel ids */
-  /* Cache lines apart: the inbox (every producer and the scheduler), the
-   * back-pressure counters (clients and the scheduler), the launch counter
-   * (clients) and the scheduler-only state below. */
-  _Alignas(64) weft_inbox inbox;
-  pthread_t thread;
+  /* Read-mostly state every client call reads. */
   _Atomic uint32_t closing;
-  weft_handles buffers;
-  weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
-  /* back-pressure: commands submitted by clients and not yet retired */
-  _Alignas(64) _Atomic uint64_t pending;
-  _Alignas(64) _Atomic uint64_t pending_peak, backpressure_waits;
-  uint64_t max_pending;
-  weft_eventcount room; /* clients waiting for pending < max_pending park here */
-  weft_kernel_entry *kernels;
-  _Atomic uint32_t nkernels;
-  _Alignas(64) _Atomic uint64_t launches_submitted;
   /* poisoning: the error is written once before the flag (release) */
   _Atomic uint32_t poisoned;
   weft_status poison_error;
   _Atomic(weft_poison_fn) on_poison;
   _Atomic(void *) on_poison_user;
+  uint64_t max_pending;
+  weft_kernel_entry *kernels;
+  _Atomic uint32_t nkernels;
+  pthread_t thread;
+  weft_handles buffers;
+  /* Cache lines apart, each written by different threads: the inbox (every
+   * producer and the scheduler), the command pools (clients pop, the
+   * scheduler pushes), the back-pressure counters (clients and the
+   * scheduler) and the launch counter (clients). */
+  _Alignas(64) weft_inbox inbox;
+  _Alignas(64) weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
+  /* back-pressure: commands submitted by clients and not yet retired */
+  _Alignas(64) _Atomic uint64_t pending;
+  _Alignas(64) _Atomic uint64_t pending_peak, backpressure_waits;
+  weft_eventcount room; /* clients waiting for pending < max_pending park here */
+  _Alignas(64) _Atomic uint64_t launches_submitted;
   /* ---- scheduler thread only ---- */
   _Alignas(64) weft_storage *storage;
   weft_failures failures; /* the error graph and the failure-store surface */

@@ -37,6 +37,7 @@ struct weft_host_pool {
   } cells[READY_CAP];
   weft_eventcount ready_ec;
   _Atomic uint32_t nblocked; /* streams BLOCKED (or about to be) */
+  _Atomic uint32_t spinners; /* threads looking for a ready stream before parking */
   _Atomic uint32_t stop;
   _Atomic uint32_t nstreams;
   weft_stream *streams[WEFT_MAX_STREAMS]; /* published by nstreams (release) */
@@ -60,7 +61,12 @@ static void ready_push(weft_host_pool *p, weft_stream *s) {
   }
   p->cells[pos % READY_CAP].s = s;
   atomic_store_explicit(&p->cells[pos % READY_CAP].seq, pos + 1, memory_order_release);
-  weft__ec_notify_one(&p->ready_ec);
+  /* A thread still looking will take it: no wake-up (a system call) needed.
+   * Otherwise wake one, even if others run streams: their kernels may take
+   * long, or block. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&p->spinners, memory_order_relaxed) == 0)
+    weft__ec_notify_one(&p->ready_ec);
 }
 
 /* NULL when empty, or when the next cell's producer has not published yet
@@ -199,10 +205,12 @@ static void *pool_main(void *arg) {
     }
     if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
     bool found = false;
-    for (int i = 0; i < 64 && !found; i++) {
+    atomic_fetch_add_explicit(&p->spinners, 1, memory_order_seq_cst);
+    for (int i = 0; i < 128 && !found; i++) {
       found = !ready_empty(p);
       weft__cpu_relax();
     }
+    atomic_fetch_sub_explicit(&p->spinners, 1, memory_order_seq_cst);
     if (found) continue;
     uint32_t k = weft__ec_prepare(&p->ready_ec);
     if (!ready_empty(p) || atomic_load_explicit(&p->stop, memory_order_acquire)) {
