@@ -186,12 +186,20 @@ void weft_graph_skipped(weft_error_graph *g, weft_failure_id id, const weft_skip
     }
   }
   nd->skipped_total++;
-  if (nd->nskips == WEFT_SKIP_KEEP) { /* the newest are kept */
-    nd->skips[nd->first] = *rec;
-    nd->first = (nd->first + 1) % WEFT_SKIP_KEEP;
-  } else {
-    nd->skips[(nd->first + nd->nskips++) % WEFT_SKIP_KEEP] = *rec;
+  /* The records of the newest launches are kept, sorted by launch number:
+   * skips on different streams are applied in whatever order they complete,
+   * and the report must not depend on it. */
+  uint32_t n = nd->nskips;
+  if (n == WEFT_SKIP_KEEP) {
+    if (rec->launch < nd->skips[0].launch) return; /* older than every record kept */
+    memmove(&nd->skips[0], &nd->skips[1], sizeof(*rec) * (n - 1));
+    n--;
   }
+  uint32_t at = n;
+  while (at > 0 && nd->skips[at - 1].launch > rec->launch) at--;
+  memmove(&nd->skips[at + 1], &nd->skips[at], sizeof(*rec) * (n - at));
+  nd->skips[at] = *rec;
+  nd->nskips = n + 1;
 }
 
 void weft_graph_set_origin(weft_error_graph *g, weft_failure_id id, uint32_t kernel,
@@ -249,7 +257,7 @@ weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uin
     const weft_skip_record *hit = NULL;
     uint32_t i = upper;
     while (i-- > 0) {
-      const weft_skip_record *r = &nd->skips[(nd->first + i) % WEFT_SKIP_KEEP];
+      const weft_skip_record *r = &nd->skips[i];
       if (produced(r, target)) {
         hit = r;
         break;

@@ -14,7 +14,7 @@
 
 #include <weft/weft.h>
 
-#define WEFT_SKIP_KEEP     16 /* the newest skip records kept per failure */
+#define WEFT_SKIP_KEEP     16 /* skip records kept per failure: those of the newest launches */
 #define WEFT_SKIP_PRODUCED 8  /* produced ids kept inline per record */
 
 typedef uint64_t weft_failure_id; /* 0: none */
@@ -32,9 +32,9 @@ typedef struct weft_graph_node {
   weft_status error;  /* owned */
   uint32_t tagged;
   uint32_t holds; /* readers that keep it alive while they answer */
-  uint32_t nskips, first;
+  uint32_t nskips;
   uint64_t skipped_total;
-  weft_skip_record *skips; /* ring of WEFT_SKIP_KEEP, allocated by the first skip */
+  weft_skip_record *skips; /* WEFT_SKIP_KEEP by launch number, allocated by the first skip */
   /* the launch that failed, when one did (named after the skip hops) */
   uint32_t origin_kernel;
   uint64_t origin_launch;

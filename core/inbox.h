@@ -33,8 +33,8 @@ static inline void weft_inbox_init(weft_inbox *q) {
 
 /* Any thread: pushes a chain first..last already linked through ->next, in
  * order (first is taken first), with one CAS. */
-static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
-                                         ck_stack_entry_t *last) {
+static inline void weft_inbox_push_chain_quiet(weft_inbox *q, ck_stack_entry_t *first,
+                                               ck_stack_entry_t *last) {
   /* The stack holds newest first: reverse the chain so |last| ends on top. */
   ck_stack_entry_t *prev = NULL, *e = first;
   while (e) {
@@ -52,6 +52,12 @@ static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
     if (ck_pr_cas_ptr_value(&q->stack.head, head, last, &head)) break;
     ck_pr_stall();
   }
+}
+
+/* As above, then wakes the consumer if it parked. */
+static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
+                                         ck_stack_entry_t *last) {
+  weft_inbox_push_chain_quiet(q, first, last);
   weft__ec_notify(&q->ec);
 }
 

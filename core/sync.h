@@ -78,6 +78,25 @@ static inline void weft__ec_notify_one(weft_eventcount *ec) {
   }
 }
 
+/* A wake-up request for one parked consumer that also watches other
+ * conditions: raise() sets the flag and notifies the event count; the
+ * consumer treats a taken flag as "something happened". */
+typedef struct weft_signal {
+  _Atomic uint32_t raised;
+  weft_eventcount *ec;
+} weft_signal;
+
+static inline void weft__signal_raise(weft_signal *s) {
+  if (!atomic_load_explicit(&s->raised, memory_order_relaxed))
+    atomic_store_explicit(&s->raised, 1, memory_order_relaxed);
+  weft__ec_notify(s->ec); /* its seq_cst fence orders the flag before the sleepers check */
+}
+
+static inline bool weft__signal_take(weft_signal *s) {
+  return atomic_load_explicit(&s->raised, memory_order_relaxed) &&
+         atomic_exchange_explicit(&s->raised, 0, memory_order_acquire);
+}
+
 /* A one-shot completion a blocking caller waits on (it lives on the caller's
  * stack). The completer publishes |result| with release, then wakes. */
 typedef struct weft_token {

@@ -12,6 +12,7 @@
 #include "scheduler/device.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ static uint32_t cmd_class(size_t bytes) {
   return WEFT_CMD_CLASSES;
 }
 
+static void combine(weft_device *dev);
+
 /* Waits (spin, then park) until fewer than max_pending commands are
  * pending. Only clients wait: the scheduler thread and the device's workers
  * retire commands, so making them wait could stall the device. */
@@ -41,6 +44,10 @@ static void wait_for_room(weft_device *dev) {
   if (atomic_load_explicit(&dev->pending, memory_order_relaxed) < dev->max_pending) return;
   if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return;
   atomic_fetch_add_explicit(&dev->backpressure_waits, 1, memory_order_relaxed);
+  if (dev->combining) { /* retire what is done, or have the scheduler thread do it */
+    combine(dev);
+    weft__signal_raise(&dev->wake);
+  }
   for (int i = 0; i < 64; i++) {
     if (atomic_load_explicit(&dev->pending, memory_order_acquire) < dev->max_pending) return;
     weft__cpu_relax();
@@ -128,8 +135,23 @@ static void cmd_pool_destroy(weft_device *dev) {
   }
 }
 
+void weft__cmd_submit(weft_device *dev, cmd *c) {
+  if (!dev->combining) {
+    weft_inbox_push(&dev->inbox, &c->task.link);
+    return;
+  }
+  weft_inbox_push_chain_quiet(&dev->inbox, &c->task.link, &c->task.link);
+  if (weft__dev_scheduling() == dev) return; /* the holder's own loop takes it */
+  if (weft_stream_worker_ctx() == dev) {     /* a pool thread never schedules: it could */
+    weft__signal_raise(&dev->wake);          /* end up waiting for itself */
+    return;
+  }
+  atomic_thread_fence(memory_order_seq_cst); /* the push before the role check */
+  combine(dev);
+}
+
 static void cmd_submit(weft_device *dev, cmd *c) {
-  weft_inbox_push(&dev->inbox, &c->task.link);
+  weft__cmd_submit(dev, c);
 }
 
 static weft_status install_failpoints(weft_device *dev, const char *spec);
@@ -708,14 +730,24 @@ static void complete(weft_device *dev, cmd *c) {
 }
 
 /* Retires, in order, the tasks of |slot| up to |upto| (completed by its
- * worker). A task's outcome is applied after the outcomes of the tasks it
- * waited for on other streams, so the error graph sees work in the order it
- * ran. */
-static void retire(weft_device *dev, uint32_t slot, uint64_t upto) {
+ * worker) and placed before |before|. A task's outcome is applied after the
+ * outcomes of the tasks it waited for on other streams, so the error graph
+ * sees work in the order it ran. */
+static void retire(weft_device *dev, uint32_t slot, uint64_t upto, uint64_t before) {
   struct weft_fifo *f = &dev->fifo[slot];
   weft_task *t;
-  while ((t = f->head) && t->seq <= upto) {
-    for (uint32_t i = 0; i < t->nwaits; i++) retire(dev, t->waits[i].stream->slot, t->waits[i].seq);
+  while ((t = f->head) && t->seq <= upto && t->placed < before) {
+    for (uint32_t i = 0; i < t->nwaits; i++)
+      retire(dev, t->waits[i].stream->slot, t->waits[i].seq, UINT64_MAX);
+    if (((cmd *)t)->kind == CMD_READ) {
+      /* A read answers after every completed task placed before it, on any
+       * stream, so its report does not depend on which stream's completions
+       * the scheduler happened to look at first. Later work stays out. */
+      for (uint32_t s = 0; s < dev->max_streams; s++)
+        if (s != slot && dev->fifo[s].head)
+          retire(dev, s, atomic_load_explicit(&dev->streams[s]->completed, memory_order_acquire),
+                 t->placed);
+    }
     f->head = t->fnext;
     if (!f->head) f->tail = NULL;
     complete(dev, (cmd *)t);
@@ -730,7 +762,7 @@ static bool retire_all(weft_device *dev) {
     if (!t) continue;
     uint64_t done = atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire);
     if (t->seq > done) continue;
-    retire(dev, i, done);
+    retire(dev, i, done, UINT64_MAX);
     any = true;
   }
   cmd_free_flush(dev);
@@ -754,7 +786,8 @@ static void sched_wait(weft_device *dev, bool inbox) {
     weft__cpu_relax();
   }
   uint32_t k = weft__ec_prepare(&dev->inbox.ec);
-  if ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev)) {
+  if ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev) ||
+      weft__signal_take(&dev->wake)) {
     weft__ec_cancel(&dev->inbox.ec);
     return;
   }
@@ -784,10 +817,12 @@ void weft__dev_process(weft_device *dev, cmd *c) {
   case CMD_SYNC:
     sched_sync(dev, c);
     break;
-  case CMD_CHECK:
+  case CMD_CHECK: /* questions answer from everything completed so far */
+    retire_all(dev);
     sched_check(dev, c);
     break;
   case CMD_STATS:
+    retire_all(dev);
     dev->stats.failures_live = weft_graph_len(&dev->failures.graph);
     dev->stats.pending_peak = atomic_load(&dev->pending_peak);
     dev->stats.backpressure_waits = atomic_load(&dev->backpressure_waits);
@@ -798,8 +833,10 @@ void weft__dev_process(weft_device *dev, cmd *c) {
   case CMD_SHUTDOWN:
     dev->shutdown = true;
     weft__cmd_free(c);
+    weft__signal_raise(&dev->wake); /* a combining client may have taken it */
     break;
   case CMD_MEMORY:
+    retire_all(dev);
     weft__dev_memory_call(dev, c);
     weft__cmd_free(c);
     break;
@@ -831,8 +868,7 @@ static void held_append(weft_device *dev, ck_stack_entry_t *first, ck_stack_entr
   dev->held_tail = last;
 }
 
-static void *scheduler_main(void *arg) {
-  weft_device *dev = arg;
+static void *scheduler_thread(weft_device *dev) {
   scheduling = dev;
   uint32_t took = 0; /* commands in the last take */
   for (;;) {
@@ -865,6 +901,88 @@ static void *scheduler_main(void *arg) {
   return NULL;
 }
 
+/* ---- the combining scheduler ---------------------------------------------------------------
+ * The role is one flag. Whoever takes it owns the device state until it lets
+ * go; a producer that finds it taken leaves its command to the holder, which
+ * looks at the inbox again after letting go (store, then load, both seq_cst,
+ * against the producer's push, then role check). */
+
+static bool role_try(weft_device *dev) {
+  return !atomic_load_explicit(&dev->role, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&dev->role, 1, memory_order_acquire);
+}
+
+static void role_release(weft_device *dev) {
+  atomic_store_explicit(&dev->role, 0, memory_order_seq_cst);
+}
+
+/* Processes every command in the inbox, in order (role held). */
+static void process_inbox(weft_device *dev) {
+  for (;;) {
+    if (!dev->held_head) {
+      ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->inbox, &tail);
+      if (!e) return;
+      held_append(dev, e, tail);
+    }
+    ck_stack_entry_t *e = dev->held_head;
+    dev->held_head = e->next;
+    if (!dev->held_head) dev->held_tail = NULL;
+    e->next = NULL;
+    weft__dev_process(dev, (cmd *)WEFT_TASK_OF(e));
+  }
+}
+
+/* A client's pass: schedule what is queued, start streams that have nothing
+ * to run (a running stream's partial batch waits for more work, or for the
+ * scheduler thread when that stream goes idle), retire now and then. */
+static void combine(weft_device *dev) {
+  while (role_try(dev)) {
+    scheduling = dev;
+    process_inbox(dev);
+    for (uint32_t i = 0; i < dev->max_streams; i++)
+      if (dev->batches[i].n && weft_stream_is_idle(dev->streams[i])) weft__ms_flush(dev, i);
+    if ((++dev->combines & 15u) == 0)
+      retire_all(dev);
+    else
+      cmd_free_flush(dev);
+    scheduling = NULL;
+    role_release(dev);
+    if (weft_inbox_empty(&dev->inbox)) return;
+  }
+}
+
+/* The scheduler thread of a combining device: woken by the pool (a stream
+ * left by its thread, a task someone waits for) and by clients that cannot
+ * schedule (pool threads, back-pressure), it flushes every partial batch and
+ * retires what completed. */
+static void *combining_thread(weft_device *dev) {
+  for (;;) {
+    while (!role_try(dev)) sched_yield();
+    scheduling = dev;
+    process_inbox(dev);
+    retire_all(dev);
+    weft__dev_flush_all(dev);
+    bool done = dev->shutdown && dev->inflight == 0;
+    scheduling = NULL;
+    role_release(dev);
+    if (done) break;
+    if (!weft_inbox_empty(&dev->inbox)) continue;
+    uint32_t k = weft__ec_prepare(&dev->inbox.ec);
+    if (weft__signal_take(&dev->wake) ||
+        (!weft_inbox_empty(&dev->inbox) && !atomic_load(&dev->role))) {
+      weft__ec_cancel(&dev->inbox.ec);
+      continue;
+    }
+    weft__ec_wait(&dev->inbox.ec, k);
+  }
+  return NULL;
+}
+
+static void *scheduler_main(void *arg) {
+  weft_device *dev = arg;
+  return dev->combining ? combining_thread(dev) : scheduler_thread(dev);
+}
+
 void weft__dev_drain(weft_device *dev) {
   weft__dev_flush_all(dev);
   while (dev->inflight)
@@ -892,13 +1010,13 @@ static _Atomic uint32_t device_tags = 0;
 
 static weft_status validate_options(const weft_device_options *o, weft_device_options *out) {
   weft_device_options_init(out);
-  if (!o) return NULL;
+  if (!o) o = out;
   size_t base = offsetof(weft_device_options, allocator);
   if (o->struct_size < base || o->struct_size > sizeof(*o))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "options.struct_size is %u: call weft_device_options_init first",
                            o->struct_size);
-  memcpy(out, o, o->struct_size);
+  if (o != out) memcpy(out, o, o->struct_size);
   out->struct_size = sizeof(*out);
   if (out->backend != WEFT_BACKEND_HOST && out->backend != WEFT_BACKEND_CUDA)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)out->backend);
@@ -909,6 +1027,20 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "max_tasks must be at least 1");
   if (out->strategy != WEFT_STRATEGY_INTERLEAVE && out->strategy != WEFT_STRATEGY_SEQUENTIAL)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown strategy %d", (int)out->strategy);
+  /* WEFT_SCHEDULER picks the mode of devices left at the default (to run a
+   * whole program or test suite under either). */
+  const char *env = getenv("WEFT_SCHEDULER");
+  if (out->scheduler == WEFT_SCHEDULER_DEFAULT) {
+    out->scheduler = WEFT_SCHEDULER_THREAD;
+    if (env && !strcmp(env, "combining"))
+      out->scheduler = WEFT_SCHEDULER_COMBINING;
+    else if (env && *env && strcmp(env, "thread"))
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                             "WEFT_SCHEDULER is '%s'; it must be 'thread' or 'combining'", env);
+  }
+  if (out->scheduler != WEFT_SCHEDULER_THREAD && out->scheduler != WEFT_SCHEDULER_COMBINING)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown scheduler mode %d",
+                           (int)out->scheduler);
   if (out->allocator && (!out->allocator->alloc || !out->allocator->free))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "allocator has a NULL function");
   return NULL;
@@ -1013,6 +1145,8 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->max_streams = o.max_streams;
   dev->max_tasks = o.max_tasks;
   dev->strategy = o.strategy;
+  dev->combining = o.scheduler == WEFT_SCHEDULER_COMBINING;
+  dev->wake.ec = &dev->inbox.ec;
   dev->max_pending = o.max_pending_commands ? o.max_pending_commands : 65536;
   dev->tag = atomic_fetch_add(&device_tags, 1) + 1;
   weft_inbox_init(&dev->inbox);
@@ -1024,7 +1158,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->batches = weft__calloc(&dev->alloc, sizeof(weft_batch) * o.max_streams, 16);
   if (!dev->kernels || !dev->streams || !dev->batches) st = oom(kbytes, "the device tables");
   if (!st) st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
-  if (!st) st = weft_host_pool_create(&dev->alloc, &dev->inbox.ec, dev, &dev->pool);
+  if (!st) st = weft_host_pool_create(&dev->alloc, &dev->wake, dev, &dev->pool);
   if (!st) {
     dev->mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
     dev->synced = weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);

@@ -118,6 +118,8 @@ struct weft_device {
   _Atomic(weft_poison_fn) on_poison;
   _Atomic(void *) on_poison_user;
   uint64_t max_pending;
+  bool combining;   /* WEFT_SCHEDULER_COMBINING */
+  weft_signal wake; /* the pool and clients wake the scheduler thread (inbox.ec) */
   weft_kernel_entry *kernels;
   _Atomic uint32_t nkernels;
   pthread_t thread;
@@ -127,6 +129,7 @@ struct weft_device {
    * scheduler pushes), the back-pressure counters (clients and the
    * scheduler) and the launch counter (clients). */
   _Alignas(64) weft_inbox inbox;
+  _Atomic uint32_t role; /* COMBINING: 1 while a thread holds the scheduler role */
   _Alignas(64) weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
   /* back-pressure: commands submitted by clients and not yet retired */
   _Alignas(64) _Atomic uint64_t pending;
@@ -163,6 +166,8 @@ struct weft_device {
   weft_batch *batches; /* [max_streams] */
   uint64_t isolated;   /* slots that require isolation (a capture window): no interleaving */
   uint64_t inflight;   /* tasks dispatched and not yet completed */
+  uint64_t placed;     /* tasks placed on streams so far */
+  uint32_t combines;   /* COMBINING: passes made by clients (retirement every 16th) */
   bool shutdown;
   weft_device_stats stats;
 };
@@ -172,6 +177,8 @@ struct weft_device {
  * the device's own workers never wait: they are what frees room). */
 cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra);
 void weft__cmd_free(cmd *c);
+/* Queues |c| for the scheduler (and, when combining, schedules it). */
+void weft__cmd_submit(weft_device *dev, cmd *c);
 
 /* ---- shared by the scheduler's files (scheduler thread only) ---- */
 weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);

@@ -260,7 +260,7 @@ static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;
-  weft_inbox_push(&dev->inbox, &c->task.link);
+  weft__cmd_submit(dev, c);
   return weft__token_wait(&tok);
 }
 

@@ -89,6 +89,7 @@ static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, we
     if ((b = cmd_buf(c, i, &write))) order(dev, b, write, s->slot, seq, w);
   set_waits(dev, c, s->slot, w);
   c->task.seq = ++s->submitted;
+  c->task.placed = ++dev->placed;
   c->task.link.next = NULL;
   if (*tail)
     (*tail)->link.next = &c->task.link;

@@ -9,9 +9,10 @@
  *   ... a pool thread: check waits, run, completed = seq (release)
  *
  * Completion sends no message: the owner keeps the tasks it submitted in
- * order and retires those at or below the stream's cursor. The pool wakes
- * the owner (the |progress| event count) after a task marked |notify| and
- * whenever a stream runs out of work, so the owner parks instead of polling.
+ * order and retires those at or below the stream's cursor. The pool raises
+ * the owner's |progress| signal after a task marked |notify| and whenever a
+ * thread leaves a stream (out of work, or its budget spent), so the owner
+ * parks instead of polling.
  *
  * The host backend runs streams on a pool of threads rather than a thread
  * per stream: a stream whose next task waits on another stream gives its
@@ -35,6 +36,9 @@ typedef struct weft_stream weft_stream;
 typedef struct weft_task weft_task;
 typedef struct weft_host_pool weft_host_pool;
 
+/* Scheduling states of a stream (stream_host.c). */
+enum { WEFT_STREAM_IDLE, WEFT_STREAM_QUEUED, WEFT_STREAM_RUNNING, WEFT_STREAM_BLOCKED };
+
 typedef struct weft_stream_wait {
   weft_stream *stream;
   uint64_t seq;
@@ -47,6 +51,7 @@ struct weft_task {
   uint32_t nwaits;
   bool notify;      /* someone waits for this task's retirement: wake the owner */
   weft_task *fnext; /* the owner's list of submitted tasks (never touched by the pool) */
+  uint64_t placed;  /* the owner's order of placement, over every stream */
   weft_stream_wait *waits;
 };
 
@@ -74,13 +79,17 @@ struct weft_stream {
 void *weft_stream_worker_ctx(void);
 
 /* A pool of host threads for a device's streams (none started yet). */
-weft_status weft_host_pool_create(const weft_allocator *alloc, weft_eventcount *progress, void *ctx,
+weft_status weft_host_pool_create(const weft_allocator *alloc, weft_signal *progress, void *ctx,
                                   weft_host_pool **out);
 /* Stops the pool's threads and frees its streams (every stream must be idle:
  * the owner retired all it submitted). */
 void weft_host_pool_destroy(weft_host_pool *p);
 /* Starts a host stream on |pool| (and one more thread for the pool). */
 weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot, weft_stream **out);
+/* True when no thread runs |s| and none will without a new submission. */
+static inline bool weft_stream_is_idle(weft_stream *s) {
+  return atomic_load_explicit(&s->state, memory_order_acquire) == WEFT_STREAM_IDLE;
+}
 /* Owner: hands a chain of tasks (linked through link.next, in order). */
 void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last);
 /* Blocks until |s| has completed |seq| (spin briefly, then park). */

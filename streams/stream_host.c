@@ -20,14 +20,12 @@
 
 #include "core/alloc.h"
 
-enum { S_IDLE, S_QUEUED, S_RUNNING, S_BLOCKED };
-
 #define READY_CAP  128u /* a power of two above WEFT_MAX_STREAMS */
 #define RUN_BUDGET 256u /* tasks a thread runs on one stream before requeueing it */
 
 struct weft_host_pool {
   const weft_allocator *alloc;
-  weft_eventcount *progress;
+  weft_signal *progress;
   void *ctx;
   _Alignas(64) _Atomic uint64_t enq;
   _Alignas(64) _Atomic uint64_t deq;
@@ -124,12 +122,12 @@ static void wake_blocked(weft_host_pool *p, weft_stream *o, uint64_t done) {
   uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_acquire);
   for (uint32_t i = 0; i < n; i++) {
     weft_stream *x = p->streams[i];
-    if (atomic_load_explicit(&x->state, memory_order_seq_cst) != S_BLOCKED) continue;
+    if (atomic_load_explicit(&x->state, memory_order_seq_cst) != WEFT_STREAM_BLOCKED) continue;
     if (atomic_load_explicit(&x->block_on, memory_order_relaxed) != o ||
         atomic_load_explicit(&x->block_seq, memory_order_relaxed) > done)
       continue;
-    uint32_t e = S_BLOCKED;
-    if (atomic_compare_exchange_strong(&x->state, &e, S_QUEUED)) {
+    uint32_t e = WEFT_STREAM_BLOCKED;
+    if (atomic_compare_exchange_strong(&x->state, &e, WEFT_STREAM_QUEUED)) {
       atomic_fetch_sub_explicit(&p->nblocked, 1, memory_order_relaxed);
       ready_push(p, x);
     }
@@ -148,16 +146,17 @@ static const weft_stream_wait *unmet_wait(const weft_task *t) {
 /* Runs |s| (this thread owns it) until it is out of work, blocked, or has
  * used its budget. */
 static void run_stream(weft_host_pool *p, weft_stream *s) {
-  atomic_store_explicit(&s->state, S_RUNNING, memory_order_relaxed);
+  atomic_store_explicit(&s->state, WEFT_STREAM_RUNNING, memory_order_relaxed);
   for (uint32_t budget = RUN_BUDGET;;) {
     if (!s->local) {
       s->local = weft_inbox_take(&s->inbox);
       if (!s->local) {
-        weft__ec_notify(p->progress); /* out of work: the owner retires the batch */
-        atomic_store_explicit(&s->state, S_IDLE, memory_order_seq_cst);
+        weft__signal_raise(p->progress); /* out of work: the owner retires the batch */
+        atomic_store_explicit(&s->state, WEFT_STREAM_IDLE, memory_order_seq_cst);
         if (weft_inbox_empty(&s->inbox)) return;
-        uint32_t e = S_IDLE;
-        if (!atomic_compare_exchange_strong(&s->state, &e, S_RUNNING)) return; /* queued */
+        uint32_t e = WEFT_STREAM_IDLE;
+        if (!atomic_compare_exchange_strong(&s->state, &e, WEFT_STREAM_RUNNING))
+          return; /* queued */
         continue;
       }
     }
@@ -170,16 +169,18 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
       atomic_store_explicit(&s->block_on, o, memory_order_relaxed);
       atomic_store_explicit(&s->block_seq, need, memory_order_relaxed);
       atomic_fetch_add_explicit(&p->nblocked, 1, memory_order_seq_cst);
-      atomic_store_explicit(&s->state, S_BLOCKED, memory_order_seq_cst);
+      atomic_store_explicit(&s->state, WEFT_STREAM_BLOCKED, memory_order_seq_cst);
       if (atomic_load_explicit(&o->completed, memory_order_seq_cst) < need) return;
-      uint32_t e = S_BLOCKED;
-      if (!atomic_compare_exchange_strong(&s->state, &e, S_RUNNING)) return; /* requeued */
+      uint32_t e = WEFT_STREAM_BLOCKED;
+      if (!atomic_compare_exchange_strong(&s->state, &e, WEFT_STREAM_RUNNING))
+        return; /* requeued */
       atomic_fetch_sub_explicit(&p->nblocked, 1, memory_order_relaxed);
       continue;
     }
     if (budget-- == 0) { /* fairness: let the other ready streams run */
-      atomic_store_explicit(&s->state, S_QUEUED, memory_order_relaxed);
+      atomic_store_explicit(&s->state, WEFT_STREAM_QUEUED, memory_order_relaxed);
       ready_push(p, s);
+      weft__signal_raise(p->progress); /* the owner retires what ran, even under load */
       return;
     }
     s->local = s->local->next;
@@ -189,7 +190,7 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
     /* Waiters and the owner see everything the task wrote. */
     atomic_store_explicit(&s->completed, seq, memory_order_seq_cst);
     weft__ec_notify(&s->done_ec);
-    if (notify) weft__ec_notify(p->progress);
+    if (notify) weft__signal_raise(p->progress);
     if (atomic_load_explicit(&p->nblocked, memory_order_seq_cst)) wake_blocked(p, s, seq);
   }
 }
@@ -222,7 +223,7 @@ static void *pool_main(void *arg) {
   return NULL;
 }
 
-weft_status weft_host_pool_create(const weft_allocator *alloc, weft_eventcount *progress, void *ctx,
+weft_status weft_host_pool_create(const weft_allocator *alloc, weft_signal *progress, void *ctx,
                                   weft_host_pool **out) {
   weft_host_pool *p = weft__calloc(alloc, sizeof(*p), WEFT_CACHELINE);
   if (!p) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*p), "the stream pool");
@@ -259,9 +260,9 @@ weft_status weft_stream_host_create(weft_host_pool *p, uint32_t slot, weft_strea
 void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last) {
   weft_inbox_push_chain(&s->inbox, &first->link, &last->link);
   atomic_thread_fence(memory_order_seq_cst);
-  uint32_t e = S_IDLE;
-  if (atomic_load_explicit(&s->state, memory_order_seq_cst) == S_IDLE &&
-      atomic_compare_exchange_strong(&s->state, &e, S_QUEUED))
+  uint32_t e = WEFT_STREAM_IDLE;
+  if (atomic_load_explicit(&s->state, memory_order_seq_cst) == WEFT_STREAM_IDLE &&
+      atomic_compare_exchange_strong(&s->state, &e, WEFT_STREAM_QUEUED))
     ready_push(s->pool, s);
 }
 

@@ -167,6 +167,18 @@ WEFT_API void weft_counting_allocator_destroy(weft_counting_allocator *ca);
 
 typedef enum { WEFT_BACKEND_HOST = 0, WEFT_BACKEND_CUDA = 1 } weft_backend;
 typedef enum { WEFT_STRATEGY_INTERLEAVE = 0, WEFT_STRATEGY_SEQUENTIAL = 1 } weft_strategy;
+/* Who runs the scheduler. THREAD: a dedicated thread takes every command from
+ * the queue (a launch returns as soon as it is queued). COMBINING: the
+ * submitting thread that finds the scheduler free drains the queue for
+ * everyone, so a lone producer schedules its own commands while they are
+ * still in its cache; the dedicated thread then only flushes idle streams and
+ * retires work nobody else is around to retire. Both are lock-free for
+ * producers and linearizable; docs/benchmarks.md compares them. */
+typedef enum {
+  WEFT_SCHEDULER_DEFAULT = 0, /* THREAD, unless the WEFT_SCHEDULER variable says "combining" */
+  WEFT_SCHEDULER_THREAD = 1,
+  WEFT_SCHEDULER_COMBINING = 2,
+} weft_scheduler_mode;
 
 typedef struct weft_device_options {
   uint32_t struct_size; /* set by weft_device_options_init */
@@ -185,6 +197,7 @@ typedef struct weft_device_options {
    * scheduler; a client past it spins, then parks, until the scheduler
    * catches up (nothing is dropped). 0: 65536. */
   uint32_t max_pending_commands;
+  weft_scheduler_mode scheduler; /* default: DEFAULT */
 } weft_device_options;
 
 typedef struct weft_device weft_device;

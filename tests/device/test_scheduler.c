@@ -266,7 +266,8 @@ Test(batching, max_tasks_one_flushes_every_task) {
 Test(batching, a_read_flushes_the_streams_that_hold_its_buffer) {
   env e;
   env_options(&e);
-  e.opts.max_tasks = 1000; /* nothing flushes on size */
+  e.opts.scheduler = WEFT_SCHEDULER_THREAD; /* a combining client starts idle streams at once */
+  e.opts.max_tasks = 1000;                  /* nothing flushes on size */
   env_open(&e);
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1);
@@ -368,6 +369,7 @@ Test(strategies, interleave_and_sequential_give_the_same_results, .timeout = 120
 Test(strategies, interleave_runs_aligned_batches_on_one_stream) {
   env e;
   env_options(&e);
+  e.opts.scheduler = WEFT_SCHEDULER_THREAD; /* a combining client starts idle streams at once */
   e.opts.max_tasks = 1000;
   e.opts.strategy = WEFT_STRATEGY_INTERLEAVE;
   env_open(&e);
