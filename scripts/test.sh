@@ -12,8 +12,12 @@ cmake -S . -B "$BUILD" -G Ninja -DWEFT_BUILD_TESTS=ON -DWEFT_SANITIZE="$SAN" "${
 cmake --build "$BUILD"
 cd "$BUILD"
 if [ "$SAN" = "thread" ]; then
-  # Criterion cannot run under TSan: only the plain-main stress programs.
+  # Criterion cannot run under TSan: only the plain-main stress programs,
+  # under both scheduler modes.
   ctest --output-on-failure -j2 -R '^stress_'
+  WEFT_SCHEDULER=combining ctest --output-on-failure -j2 -R '^stress_stress_submit'
 else
   ctest --output-on-failure -j2
+  # The device suites and stress programs again with the combining scheduler.
+  WEFT_SCHEDULER=combining ctest --output-on-failure -j2 -R '^(device_|stress_stress_submit|examples_)'
 fi
