@@ -61,6 +61,11 @@ enum {
   B_SUB2_BASE,
   B_SUB4,
   B_SUB4_BASE,
+  /* the same weft workloads with the combining scheduler */
+  B_CHAIN_C,
+  B_INDEP_C,
+  B_FAN_C,
+  B_SUB1_C,
   NBENCH
 };
 
@@ -75,7 +80,15 @@ static const char *const bench_names[NBENCH] = {"sched_w1_chain",
                                                 "sched_w4_submit_2producers",
                                                 "baseline_w4_submit_2producers",
                                                 "sched_w4_submit_4producers",
-                                                "baseline_w4_submit_4producers"};
+                                                "baseline_w4_submit_4producers",
+                                                "sched_w1_chain_combining",
+                                                "sched_w2_independent_combining",
+                                                "sched_w3_fan_combining",
+                                                "sched_w4_submit_1producer_combining"};
+
+static bool combining(int id) {
+  return id >= B_CHAIN_C;
+}
 
 /* What one benchmark did over all its runs (warm-up runs included). */
 typedef struct summary {
@@ -255,6 +268,7 @@ static ws *ws_open(int id, const char *kname, weft_host_kernel_fn fn, uint32_t n
   weft_device_options_init(&o);
   o.backend = WEFT_BACKEND_HOST;
   if (o.max_streams < NSTREAMS) o.max_streams = NSTREAMS;
+  o.scheduler = combining(id) ? WEFT_SCHEDULER_COMBINING : WEFT_SCHEDULER_THREAD;
   wb_check(weft_device_open(&o, &s->dev), "weft_device_open");
   wb_check(weft_kernel_host(s->dev, kname, fn, NULL, &s->kernel), "weft_kernel_host");
   s->nbufs = nbufs;
@@ -315,14 +329,22 @@ static void chain_check(ws *s) {
     wb_fatal("sched_w1_chain: the chain holds %" PRIu64 " after %" PRIu64 " launches", v, k);
 }
 
-static void chain_setup(void **state) {
-  ws *s = ws_open(B_CHAIN, "wb_chain", chain_kernel, 2);
+static void chain_setup_id(void **state, int id) {
+  ws *s = ws_open(id, "wb_chain", chain_kernel, 2);
   for (int i = 0; i < 16; i++) chain_launch(s);
   ws_sync_streams(s, 1);
   s->launched = 16;
   chain_check(s);
   s->last = stats_of(s->dev);
   *state = s;
+}
+
+static void chain_setup(void **state) {
+  chain_setup_id(state, B_CHAIN);
+}
+
+static void chain_setup_c(void **state) {
+  chain_setup_id(state, B_CHAIN_C);
 }
 
 static uint64_t chain_run(void *state, uint64_t n) {
@@ -372,6 +394,10 @@ static void indep_setup(void **state) {
   *state = indep_open(B_INDEP, NSTREAMS);
 }
 
+static void indep_setup_c(void **state) {
+  *state = indep_open(B_INDEP_C, NSTREAMS);
+}
+
 static uint64_t indep_run(void *state, uint64_t n) {
   ws *s = state;
   uint64_t t0 = wb_now_ns();
@@ -413,8 +439,8 @@ static void fan_check(ws *s) {
     }
 }
 
-static void fan_setup(void **state) {
-  ws *s = ws_open(B_FAN, "wb_fan", fan_kernel, 2u * FAN_WIDTH);
+static void fan_setup_id(void **state, int id) {
+  ws *s = ws_open(id, "wb_fan", fan_kernel, 2u * FAN_WIDTH);
   fan_model_init(s->fan_model);
   for (uint32_t set = 0; set < 2; set++)
     for (uint32_t j = 0; j < FAN_WIDTH; j++)
@@ -428,6 +454,14 @@ static void fan_setup(void **state) {
   fan_check(s);
   s->last = stats_of(s->dev);
   *state = s;
+}
+
+static void fan_setup(void **state) {
+  fan_setup_id(state, B_FAN);
+}
+
+static void fan_setup_c(void **state) {
+  fan_setup_id(state, B_FAN_C);
 }
 
 static uint64_t fan_run(void *state, uint64_t n) {
@@ -475,6 +509,10 @@ static void submit_setup_2(void **state) {
 
 static void submit_setup_4(void **state) {
   submit_setup(state, B_SUB4, 4);
+}
+
+static void submit_setup_1c(void **state) {
+  submit_setup(state, B_SUB1_C, 1);
 }
 
 /* ns per call = time all producers spent inside weft_launch / calls. */
@@ -671,10 +709,15 @@ static const target_row targets[] = {
     {"W4 submit, 1 producer", B_SUB1, B_SUB1_BASE, 100.0},
     {"W4 submit, 2 producers", B_SUB2, B_SUB2_BASE, 0.0},
     {"W4 submit, 4 producers", B_SUB4, B_SUB4_BASE, 0.0},
+    {"W1 chain, combining", B_CHAIN_C, B_CHAIN_BASE, 100.0},
+    {"W2 independent, combining", B_INDEP_C, B_INDEP_BASE, 100.0},
+    {"W3 fan, combining", B_FAN_C, B_FAN_BASE, 300.0},
+    {"W4 submit 1p, combining", B_SUB1_C, B_SUB1_BASE, 100.0},
 };
 #define NTARGETS (sizeof(targets) / sizeof(targets[0]))
 
-static const int wait_rows[] = {B_CHAIN, B_INDEP, B_FAN, B_SUB1, B_SUB2, B_SUB4};
+static const int wait_rows[] = {B_CHAIN, B_INDEP,   B_FAN,     B_SUB1,  B_SUB2,
+                                B_SUB4,  B_CHAIN_C, B_INDEP_C, B_FAN_C, B_SUB1_C};
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -700,29 +743,30 @@ static double per_op(uint64_t count, uint64_t ops) {
 
 static const char *rule(void) {
   return "--------------------------------------------------------------------------------"
-         "--------------------------------------------------";
+         "------------------------------------------------------------";
 }
 
 static bool print_workloads(FILE *f) {
   bool any = false, any_w4 = false;
   for (size_t r = 0; r < NTARGETS; r++) {
     any |= sums[targets[r].weft].ran;
-    any_w4 |= sums[targets[r].weft].ran && targets[r].weft >= B_SUB1;
+    any_w4 |=
+        sums[targets[r].weft].ran && (targets[r].weft >= B_SUB1 && targets[r].weft <= B_SUB4_BASE);
   }
   if (!any) return true; /* none of the weft workloads ran */
 
   fputs("\nscheduler workloads: waits (weft_device_stats_get deltas over every run, warm-up "
         "included)\n\n",
         f);
-  fprintf(f, "%-26s  %5s  %10s  %12s  %12s  %13s  %13s  %8s  %12s\n", "benchmark", "runs",
+  fprintf(f, "%-36s  %5s  %10s  %12s  %12s  %13s  %13s  %8s  %12s\n", "benchmark", "runs",
           "launches", "waits issued", "waits elided", "issued/launch", "elided/launch", "bp waits",
           "pending peak");
-  fprintf(f, "%.*s\n", 125, rule());
+  fprintf(f, "%.*s\n", 135, rule());
   for (size_t r = 0; r < sizeof(wait_rows) / sizeof(wait_rows[0]); r++) {
     const summary *s = &sums[wait_rows[r]];
     if (!s->ran) continue;
     fprintf(f,
-            "%-26s  %5" PRIu64 "  %10" PRIu64 "  %12" PRIu64 "  %12" PRIu64
+            "%-36s  %5" PRIu64 "  %10" PRIu64 "  %12" PRIu64 "  %12" PRIu64
             "  %13.3f  %13.3f  %8" PRIu64 "  %12" PRIu64 "\n",
             bench_names[wait_rows[r]], s->runs, s->ops, s->waits, s->elided,
             per_op(s->waits, s->ops), per_op(s->elided, s->ops), s->bp_waits, s->pending_peak);
@@ -736,9 +780,9 @@ static bool print_workloads(FILE *f) {
         "(median over every run, warm-up included; informational: a target never fails the "
         "run)\n\n",
         f);
-  fprintf(f, "%-24s  %9s  %11s  %7s  %9s  %11s  %s\n", "workload", "weft ns", "baseline ns",
+  fprintf(f, "%-27s  %9s  %11s  %7s  %9s  %11s  %s\n", "workload", "weft ns", "baseline ns",
           "ratio", "target ns", "weft/target", "verdict");
-  fprintf(f, "%.*s\n", 95, rule());
+  fprintf(f, "%.*s\n", 98, rule());
   for (size_t r = 0; r < NTARGETS; r++) {
     const target_row *t = &targets[r];
     if (!sums[t->weft].ran) continue;
@@ -754,7 +798,7 @@ static bool print_workloads(FILE *f) {
       snprintf(gcell, sizeof(gcell), "%.2fx", w / t->target_ns);
       verdict = w <= t->target_ns ? "met" : "NOT MET";
     }
-    fprintf(f, "%-24s  %9.1f  %11s  %7s  %9s  %11s  %s\n", t->workload, w, bcell, rcell, tcell,
+    fprintf(f, "%-27s  %9.1f  %11s  %7s  %9s  %11s  %s\n", t->workload, w, bcell, rcell, tcell,
             gcell, verdict);
   }
   if (any_w4)
@@ -910,6 +954,35 @@ static const wb_bench benches[] = {
      .setup = bsubmit_setup_4,
      .run = bsubmit_run,
      .teardown = bs_teardown},
+    {.name = "sched_w1_chain_combining",
+     .description = "W1 with the combining scheduler (the client schedules its own launches)",
+     .baseline = "baseline_w1_chain",
+     .iterations = ITERS_CHAIN,
+     .setup = chain_setup_c,
+     .run = chain_run,
+     .teardown = ws_teardown},
+    {.name = "sched_w2_independent_combining",
+     .description = "W2 with the combining scheduler",
+     .baseline = "baseline_w2_independent",
+     .iterations = ITERS_INDEPENDENT,
+     .setup = indep_setup_c,
+     .run = indep_run,
+     .teardown = ws_teardown},
+    {.name = "sched_w3_fan_combining",
+     .description = "W3 with the combining scheduler",
+     .baseline = "baseline_w3_fan",
+     .iterations = ITERS_FAN,
+     .setup = fan_setup_c,
+     .run = fan_run,
+     .teardown = ws_teardown},
+    {.name = "sched_w4_submit_1producer_combining",
+     .description = "W4 (1 producer) with the combining scheduler: weft_launch now includes "
+                    "scheduling",
+     .baseline = "baseline_w4_submit_1producer",
+     .iterations = ITERS_SUBMIT,
+     .setup = submit_setup_1c,
+     .run = submit_run,
+     .teardown = ws_teardown},
 };
 
 static const wb_section section = {

@@ -1147,7 +1147,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->strategy = o.strategy;
   dev->combining = o.scheduler == WEFT_SCHEDULER_COMBINING;
   dev->wake.ec = &dev->inbox.ec;
-  dev->max_pending = o.max_pending_commands ? o.max_pending_commands : 65536;
+  dev->max_pending = o.max_pending_commands ? o.max_pending_commands : 16384;
   dev->tag = atomic_fetch_add(&device_tags, 1) + 1;
   weft_inbox_init(&dev->inbox);
   weft_handles_init(&dev->buffers, &dev->alloc);

@@ -195,7 +195,8 @@ typedef struct weft_device_options {
   int persistent_memory;                   /* a weft_persistent_policy; default ENABLED */
   /* Back-pressure: at most this many submitted commands wait for the
    * scheduler; a client past it spins, then parks, until the scheduler
-   * catches up (nothing is dropped). 0: 65536. */
+   * catches up (nothing is dropped). 0: 16384 (8 MiB of commands: more only
+   * evicts the caches the pipeline runs in). */
   uint32_t max_pending_commands;
   weft_scheduler_mode scheduler; /* default: DEFAULT */
 } weft_device_options;
