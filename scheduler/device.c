@@ -40,8 +40,20 @@ static void combine(weft_device *dev);
 /* Waits (spin, then park) until fewer than max_pending commands are
  * pending. Only clients wait: the scheduler thread and the device's workers
  * retire commands, so making them wait could stall the device. */
+static void wait_for_room_n(weft_device *dev, uint64_t n);
+
 static void wait_for_room(weft_device *dev) {
-  if (atomic_load_explicit(&dev->pending, memory_order_relaxed) < dev->max_pending) return;
+  wait_for_room_n(dev, 1);
+}
+
+void weft__wait_for_room(weft_device *dev, uint64_t n) {
+  wait_for_room_n(dev, n);
+}
+
+/* Room for |n| more commands (at most the whole limit). */
+static void wait_for_room_n(weft_device *dev, uint64_t n) {
+  uint64_t limit = dev->max_pending - (n < dev->max_pending ? n - 1 : dev->max_pending - 1);
+  if (atomic_load_explicit(&dev->pending, memory_order_relaxed) < limit) return;
   if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return;
   atomic_fetch_add_explicit(&dev->backpressure_waits, 1, memory_order_relaxed);
   if (dev->combining) { /* retire what is done, or have the scheduler thread do it */
@@ -49,12 +61,12 @@ static void wait_for_room(weft_device *dev) {
     weft__signal_raise(&dev->wake);
   }
   for (int i = 0; i < 64; i++) {
-    if (atomic_load_explicit(&dev->pending, memory_order_acquire) < dev->max_pending) return;
+    if (atomic_load_explicit(&dev->pending, memory_order_acquire) < limit) return;
     weft__cpu_relax();
   }
-  while (atomic_load_explicit(&dev->pending, memory_order_acquire) >= dev->max_pending) {
+  while (atomic_load_explicit(&dev->pending, memory_order_acquire) >= limit) {
     uint32_t k = weft__ec_prepare(&dev->room);
-    if (atomic_load_explicit(&dev->pending, memory_order_acquire) < dev->max_pending) {
+    if (atomic_load_explicit(&dev->pending, memory_order_acquire) < limit) {
       weft__ec_cancel(&dev->room);
       return;
     }
@@ -96,11 +108,12 @@ static void cmd_free_flush(weft_device *dev) {
     weft_freelist_push_chain(&dev->cmd_pool[k], dev->fc_head[k], dev->fc_tail[k]);
     dev->fc_head[k] = dev->fc_tail[k] = NULL;
   }
-  uint64_t n = dev->fc_n, before;
+  uint64_t n = dev->fc_n;
   dev->fc_n = 0;
-  before = atomic_fetch_sub_explicit(&dev->pending, n, memory_order_seq_cst);
-  /* Crossing below the limit is what a waiting client needs to hear. */
-  if (before >= dev->max_pending && before - n < dev->max_pending) weft__ec_notify(&dev->room);
+  atomic_fetch_sub_explicit(&dev->pending, n, memory_order_seq_cst);
+  /* A waiting client may need room for several commands (a replay): wake
+   * waiters on every pass; without one, this is a fence and a load. */
+  weft__ec_notify(&dev->room);
 }
 
 void weft__cmd_free(cmd *c) {
@@ -122,8 +135,8 @@ void weft__cmd_free(cmd *c) {
     weft_freelist_push(&dev->cmd_pool[k], &c->task.link);
   else
     weft__free(&dev->alloc, c, c->bytes, 16);
-  if (atomic_fetch_sub_explicit(&dev->pending, 1, memory_order_seq_cst) == dev->max_pending)
-    weft__ec_notify(&dev->room);
+  atomic_fetch_sub_explicit(&dev->pending, 1, memory_order_seq_cst);
+  weft__ec_notify(&dev->room);
 }
 
 /* Close: every command is back in its class; free them all. */
@@ -154,6 +167,21 @@ static void cmd_submit(weft_device *dev, cmd *c) {
   weft__cmd_submit(dev, c);
 }
 
+void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last) {
+  if (!dev->combining) {
+    weft_inbox_push_chain(&dev->inbox, &first->task.link, &last->task.link);
+    return;
+  }
+  weft_inbox_push_chain_quiet(&dev->inbox, &first->task.link, &last->task.link);
+  if (weft__dev_scheduling() == dev) return;
+  if (weft_stream_worker_ctx() == dev) {
+    weft__signal_raise(&dev->wake);
+    return;
+  }
+  atomic_thread_fence(memory_order_seq_cst);
+  combine(dev);
+}
+
 static weft_status install_failpoints(weft_device *dev, const char *spec);
 
 static weft_status oom(size_t bytes, const char *what) {
@@ -161,6 +189,9 @@ static weft_status oom(size_t bytes, const char *what) {
 }
 
 /* ---- argument checks (client side) ---------------------------------------------------------- */
+
+weft_status weft__check_device(weft_device *dev);
+weft_status weft__check_blocking(weft_device *dev);
 
 static weft_status check_device(weft_device *dev) {
   if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
@@ -179,6 +210,14 @@ static weft_status check_blocking(weft_device *dev) {
     st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                          "a blocking call from the device's own scheduler thread would deadlock");
   return st;
+}
+
+weft_status weft__check_device(weft_device *dev) {
+  return check_device(dev);
+}
+
+weft_status weft__check_blocking(weft_device *dev) {
+  return check_blocking(dev);
 }
 
 /* A buffer as reports print it: the slot index names a live buffer. */
@@ -242,8 +281,17 @@ static void buf_unallocated(weft_device *dev, weft_buf *b, weft_status why) {
   b->unalloc = weft_graph_unallocated_failure(&dev->failures.graph, b->id);
 }
 
+void weft__buf_free(weft_device *dev, weft_buf *b) {
+  buf_free(dev, b);
+}
+
+/* A released buffer's memory goes back, unless a capture's warm-up keeps it. */
+static void buf_drop(weft_device *dev, weft_buf *b) {
+  if (!weft__capture_keep(dev, b)) buf_free(dev, b);
+}
+
 static void buf_unpin(weft_device *dev, weft_buf *b) {
-  if (--b->pending == 0 && b->released) buf_free(dev, b);
+  if (--b->pending == 0 && b->released) buf_drop(dev, b);
 }
 
 static uint32_t slot_of(weft_device *dev, weft_stream_id id);
@@ -258,6 +306,7 @@ static void do_create(weft_device *dev, cmd *c) {
   b->mem.handle_refs = 1;
   dev->stats.buffers_live++;
   s->obj = b;
+  weft__capture_on_create(dev, slot_of(dev, c->stream), b->id);
   weft_status st = weft__dev_reserve(dev, b, slot_of(dev, c->stream));
   if (!st) {
     b->allocated = true;
@@ -276,7 +325,7 @@ void weft__dev_release_now(weft_device *dev, uint64_t buffer) {
   }
   b->released = true;
   b->mem.handle_refs = 0;
-  if (b->pending == 0) buf_free(dev, b);
+  if (b->pending == 0) buf_drop(dev, b);
 }
 
 /* ---- streams and batches ------------------------------------------------------------------------
@@ -531,6 +580,14 @@ static weft_failure_id scope_id(weft_device *dev, const cmd *c) {
   return p;
 }
 
+/* The launch's write scope id and its failpoints, as it is about to be scheduled. */
+static void launch_arm(weft_device *dev, cmd *c) {
+  c->p = scope_id(dev, c);
+  const char *kname = dev->kernels[c->kernel].name;
+  c->inject = weft_failpoints_launch(&dev->failpoints, c->launch_no, kname);
+  c->poison = weft_failpoints_poisons(&dev->failpoints, c->launch_no);
+}
+
 static void sched_launch(weft_device *dev, cmd *c) {
   dev->stats.launches++;
   if (dev->dry_depth) { /* measured, not run: resolves no resource */
@@ -557,12 +614,56 @@ static void sched_launch(weft_device *dev, cmd *c) {
     buf_map(dev, b);
     b->pending++;
   }
-  c->p = scope_id(dev, c);
-  const char *kname = dev->kernels[c->kernel].name;
-  c->inject = weft_failpoints_launch(&dev->failpoints, c->launch_no, kname);
-  c->poison = weft_failpoints_poisons(&dev->failpoints, c->launch_no);
+  launch_arm(dev, c);
+  if (weft__capture_record(dev, s->slot, c)) return; /* recorded, not run */
   c->task.run = run_launch;
   weft__ms_register(dev, s->slot, c);
+}
+
+void weft__launch_register(weft_device *dev, cmd *c) {
+  dev->stats.launches++;
+  launch_arm(dev, c);
+  c->task.run = run_launch;
+  weft__ms_register(dev, slot_of(dev, c->stream), c);
+}
+
+void weft__launch_discard(weft_device *dev, cmd *c) {
+  weft_error_free(c->preset);
+  c->preset = NULL;
+  for (uint32_t i = 0; i < c->nb; i++)
+    if (c->bufs[i]) buf_unpin(dev, c->bufs[i]);
+  weft__cmd_free(c);
+}
+
+cmd *weft__launch_clone(weft_device *dev, const cmd *r) {
+  cmd *c = weft__cmd_new(dev, CMD_LAUNCH, r->bytes - align8(sizeof(cmd)));
+  if (!c) return NULL;
+  size_t bytes = c->bytes;
+  memcpy(c, r, r->bytes);
+  c->bytes = bytes;
+  /* Every array lives inside the command: rebase it. */
+  ptrdiff_t d = (char *)c - (const char *)r;
+  c->bindings = (weft_binding *)((char *)r->bindings + d);
+  c->bufs = (weft_buf **)((char *)r->bufs + d);
+  c->ptrs = (void **)((char *)r->ptrs + d);
+  c->task.waits = (weft_stream_wait *)((char *)r->task.waits + d);
+  c->scalars = (const char *)r->scalars + d;
+  memset(&c->task.link, 0, sizeof(c->task.link));
+  c->task.nwaits = 0;
+  c->task.fnext = NULL;
+  c->task.notify = false;
+  c->result = OUT_NONE;
+  c->error = NULL;
+  c->preset = NULL;
+  c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
+  for (uint32_t i = 0; i < c->nb; i++)
+    if (c->bufs[i]) c->bufs[i]->pending++;
+  return c;
+}
+
+void weft__launch_unstarted(weft_device *dev, const cmd *r, weft_status err) {
+  dev->stats.launches_failed++;
+  fail_unstarted(dev, err, r->bufs, r->bindings, r->nb);
 }
 
 static void sched_rw(weft_device *dev, cmd *c, bool write) {
@@ -576,6 +677,16 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
     unstage(dev, c);
     weft__cmd_free(c);
     return;
+  }
+  if (!write) {
+    weft_status refused = weft__capture_refuse_sync(dev, slot_of(dev, c->stream), "read");
+    if (refused) {
+      weft__token_complete(c->token, refused);
+      weft__cmd_free(c);
+      return;
+    }
+  } else {
+    weft__capture_on_write(dev, slot_of(dev, c->stream), b->id);
   }
   weft_stream *s = stream_or_fail(dev, c, b, write);
   if (!s) {
@@ -604,6 +715,12 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
 
 static void sched_sync(weft_device *dev, cmd *c) {
   uint32_t slot = slot_of(dev, c->stream);
+  weft_status refused = weft__capture_refuse_sync(dev, slot, "sync");
+  if (refused) {
+    weft__token_complete(c->token, refused);
+    weft__cmd_free(c);
+    return;
+  }
   if (!dev->streams[slot]) {
     /* Nothing ever ran there; a question never creates a stream. */
     weft__token_complete(c->token, NULL);
@@ -842,6 +959,11 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     break;
   case CMD_FAILPOINTS:
     weft__token_complete(c->token, install_failpoints(dev, c->data));
+    weft__cmd_free(c);
+    break;
+  case CMD_CAPTURE:
+  case CMD_REPLAY:
+    weft__capture_process(dev, c);
     weft__cmd_free(c);
     break;
   }
@@ -1214,6 +1336,7 @@ void weft_device_close(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++)
     if (dev->streams[i]) weft_drop_queue_destroy(&dev->drops[i]);
   weft_host_pool_destroy(dev->pool); /* and its streams */
+  weft__capture_close_all(dev);      /* recordings unpin their buffers */
   /* Every buffer the caller never released. */
   uint32_t n = atomic_load(&dev->buffers.fresh);
   for (uint32_t i = 0; i < n; i++) {
@@ -1420,10 +1543,12 @@ static weft_status check_dims(const uint32_t d[3], const char *what) {
   return NULL;
 }
 
-weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
-                        const uint32_t grid[3], const uint32_t block[3],
-                        const weft_binding *bindings, size_t num_bindings, const void *scalars,
-                        size_t scalar_bytes) {
+/* Checks a launch's arguments; |resolved| (num_bindings entries) receives
+ * the bindings with WEFT_WHOLE sizes resolved. */
+weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint32_t grid[3],
+                               const uint32_t block[3], const weft_binding *bindings,
+                               size_t num_bindings, const void *scalars, size_t scalar_bytes,
+                               weft_binding *resolved) {
   weft_status st = check_device(dev);
   if (st) return st;
   uint32_t kidx = (uint32_t)kernel.id - 1u;
@@ -1443,12 +1568,35 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
                            scalar_bytes, WEFT_MAX_SCALAR_BYTES);
   if (scalar_bytes && !scalars)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
-  size_t nb = num_bindings;
+  for (size_t i = 0; i < num_bindings; i++) {
+    weft_binding b = bindings[i];
+    uint64_t size;
+    if (b.access != WEFT_READ && b.access != WEFT_WRITE && b.access != WEFT_READ_WRITE)
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "binding %zu has an invalid access %d", i,
+                             (int)b.access);
+    if ((st = lookup_buffer(dev, b.buffer, &size))) return st;
+    if (b.offset > size)
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                             "binding %zu: offset %" PRIu64
+                             " is past the end of the buffer (%" PRIu64 " bytes)",
+                             i, b.offset, size);
+    if (b.size == WEFT_WHOLE) b.size = size - b.offset;
+    if ((st = check_range(size, b.offset, b.size, "binding"))) return st;
+    resolved[i] = b;
+  }
+  return NULL;
+}
+
+/* A launch command from checked arguments (not numbered, not submitted). */
+cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
+                        const uint32_t grid[3], const uint32_t block[3],
+                        const weft_binding *resolved, size_t nb, const void *scalars,
+                        size_t scalar_bytes) {
   size_t extra = align8(sizeof(weft_binding) * nb) + align8(sizeof(weft_buf *) * nb) +
                  align8(sizeof(void *) * nb) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
                  scalar_bytes;
   cmd *c = weft__cmd_new(dev, CMD_LAUNCH, extra);
-  if (!c) return oom(extra, "a launch command");
+  if (!c) return NULL;
   char *p = (char *)c + align8(sizeof(cmd));
   c->bindings = (weft_binding *)p;
   p += align8(sizeof(weft_binding) * nb);
@@ -1458,34 +1606,29 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
   p += align8(sizeof(void *) * nb);
   c->task.waits = (weft_stream_wait *)p;
   p += align8(sizeof(weft_stream_wait) * dev->max_streams);
-  for (size_t i = 0; i < nb; i++) {
-    weft_binding b = bindings[i];
-    uint64_t size;
-    if (b.access != WEFT_READ && b.access != WEFT_WRITE && b.access != WEFT_READ_WRITE)
-      st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "binding %zu has an invalid access %d", i,
-                           (int)b.access);
-    if (!st) st = lookup_buffer(dev, b.buffer, &size);
-    if (!st && b.offset > size)
-      st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                           "binding %zu: offset %" PRIu64 " is past the end of the buffer (%" PRIu64
-                           " bytes)",
-                           i, b.offset, size);
-    if (!st && b.size == WEFT_WHOLE) b.size = size - b.offset;
-    if (!st) st = check_range(size, b.offset, b.size, "binding");
-    if (st) {
-      weft__cmd_free(c);
-      return st;
-    }
-    c->bindings[i] = b;
-  }
+  if (nb) memcpy(c->bindings, resolved, sizeof(weft_binding) * nb);
   if (scalar_bytes) memcpy(p, scalars, scalar_bytes);
   c->scalars = p;
   c->scalar_bytes = scalar_bytes;
   c->nb = (uint32_t)nb;
-  c->kernel = kidx;
+  c->kernel = (uint32_t)kernel.id - 1u;
   memcpy(c->grid, grid, sizeof(c->grid));
   memcpy(c->block, block, sizeof(c->block));
   c->stream = stream;
+  return c;
+}
+
+weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
+                        const uint32_t grid[3], const uint32_t block[3],
+                        const weft_binding *bindings, size_t num_bindings, const void *scalars,
+                        size_t scalar_bytes) {
+  weft_binding resolved[WEFT_MAX_BINDINGS];
+  weft_status st = weft__launch_check(dev, kernel, grid, block, bindings, num_bindings, scalars,
+                                      scalar_bytes, resolved);
+  if (st) return st;
+  cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, num_bindings, scalars,
+                              scalar_bytes);
+  if (!c) return oom(sizeof(cmd), "a launch command");
   c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
   cmd_submit(dev, c);
   return NULL;

@@ -31,6 +31,8 @@ typedef enum cmd_kind {
   CMD_SHUTDOWN,
   CMD_MEMORY,     /* a memory call: usage, report, cleanup, install, mode, dry run */
   CMD_FAILPOINTS, /* data: the spec */
+  CMD_CAPTURE,    /* data: the capture; offset: the transition */
+  CMD_REPLAY,     /* data: the capture */
 } cmd_kind;
 
 typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED } outcome;
@@ -91,6 +93,7 @@ typedef struct weft_buf {
   uint64_t lw_seq;         /* 0: never written */
   uint64_t *last_read;     /* [max_streams]: last reader per slot since the last write */
   uint64_t pend_mask;      /* slots whose unexecuted batch holds a task binding it */
+  uint32_t slot;           /* the slot whose manager holds its memory */
 } weft_buf;
 
 /* Tasks registered on a slot and not yet placed on a stream (linked through
@@ -162,12 +165,15 @@ struct weft_device {
     weft_device *dev;
     uint32_t slot;
   } * slot_refs;
-  uint64_t *synced;    /* [slot * max_streams + origin]: origin seq the slot has waited for */
-  weft_batch *batches; /* [max_streams] */
-  uint64_t isolated;   /* slots that require isolation (a capture window): no interleaving */
-  uint64_t inflight;   /* tasks dispatched and not yet completed */
-  uint64_t placed;     /* tasks placed on streams so far */
-  uint32_t combines;   /* COMBINING: passes made by clients (retirement every 16th) */
+  uint64_t *synced;     /* [slot * max_streams + origin]: origin seq the slot has waited for */
+  weft_batch *batches;  /* [max_streams] */
+  uint64_t isolated;    /* slots that require isolation (a capture window): no interleaving */
+  uint64_t forbid_mask; /* slots whose reservations are Forbidden (recording) */
+  struct weft_capture *capture_of[WEFT_MAX_STREAMS]; /* the window each slot is in */
+  struct weft_capture *captures;                     /* live captures (close ends them) */
+  uint64_t inflight;                                 /* tasks dispatched and not yet completed */
+  uint64_t placed;                                   /* tasks placed on streams so far */
+  uint32_t combines; /* COMBINING: passes made by clients (retirement every 16th) */
   bool shutdown;
   weft_device_stats stats;
 };
@@ -177,6 +183,9 @@ struct weft_device {
  * the device's own workers never wait: they are what frees room). */
 cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra);
 void weft__cmd_free(cmd *c);
+/* A client about to make the scheduler create |n| commands waits for room
+ * for them (a replay expands on the scheduler, which never waits). */
+void weft__wait_for_room(weft_device *dev, uint64_t n);
 /* Queues |c| for the scheduler (and, when combining, schedules it). */
 void weft__cmd_submit(weft_device *dev, cmd *c);
 
@@ -198,6 +207,39 @@ void weft__ms_flush(weft_device *dev, uint32_t slot);
 void weft__dev_drain(weft_device *dev);
 weft_device *weft__dev_scheduling(void); /* the device whose scheduler is this thread */
 void weft__dev_release_now(weft_device *dev, uint64_t buffer);
+void weft__buf_free(weft_device *dev, weft_buf *b);
+weft_status weft__check_device(weft_device *dev);
+weft_status weft__check_blocking(weft_device *dev);
+/* Queues a chain of commands (linked through task.link, in order) at once. */
+void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last);
+
+/* Launches (device.c): argument checks, building, and the scheduler's steps. */
+weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint32_t grid[3],
+                               const uint32_t block[3], const weft_binding *bindings,
+                               size_t num_bindings, const void *scalars, size_t scalar_bytes,
+                               weft_binding *resolved);
+cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
+                        const uint32_t grid[3], const uint32_t block[3],
+                        const weft_binding *resolved, size_t nb, const void *scalars,
+                        size_t scalar_bytes);
+/* A copy of a resolved launch |r| (its buffers pinned again), numbered anew. */
+cmd *weft__launch_clone(weft_device *dev, const cmd *r);
+/* Scope id, failpoints, then SchedulerMultiStream registration. */
+void weft__launch_register(weft_device *dev, cmd *c);
+/* Drops a resolved launch that will not run (unpins, frees). */
+void weft__launch_discard(weft_device *dev, cmd *c);
+/* A launch that cannot start: its outputs carry |err|. */
+void weft__launch_unstarted(weft_device *dev, const cmd *r, weft_status err);
+
+/* Capture (capture.c), called by the scheduler. */
+bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c); /* true: taken */
+void weft__capture_on_create(weft_device *dev, uint32_t slot, uint64_t buffer);
+void weft__capture_on_write(weft_device *dev, uint32_t slot, uint64_t buffer);
+weft_status weft__capture_refuse_sync(weft_device *dev, uint32_t slot, const char *what);
+bool weft__capture_keep(weft_device *dev, weft_buf *b); /* true: held until begin */
+bool weft__capture_cleanup_skipped(weft_device *dev, uint32_t slot);
+void weft__capture_process(weft_device *dev, cmd *c);
+void weft__capture_close_all(weft_device *dev);
 void weft__dev_mm_destroy_all(weft_device *dev);
 
 #endif

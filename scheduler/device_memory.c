@@ -117,12 +117,23 @@ static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size
   return out;
 }
 
+/* Frees the free pages of every stream but those in a capture window (a
+ * capture's pools keep what warm-up grew). */
+static void cleanup_all(weft_device *dev) {
+  for (uint32_t i = 0; i < dev->max_streams; i++)
+    if (dev->mms[i] && !weft__capture_cleanup_skipped(dev, i)) weft_mm_cleanup(dev->mms[i]);
+}
+
 weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   weft_status st = NULL;
   weft_mm *mm = dev_mm(dev, slot, &st);
   if (!mm) return st;
   b->mm = mm;
-  st = weft_mm_reserve(mm, &b->mem, WEFT_RESERVE_ALLOW);
+  b->slot = slot;
+  /* A capturing slot serves only from room it already holds. */
+  weft_reserve_mode mode =
+      dev->forbid_mask & (UINT64_C(1) << slot) ? WEFT_RESERVE_FORBIDDEN : WEFT_RESERVE_ALLOW;
+  st = weft_mm_reserve(mm, &b->mem, mode);
   if (!st) return NULL;
   if (!weft_error_may_succeed_after_reclaim(st)) return with_snapshot(dev, st, b->size);
   /* The reclaim ladder: out of memory now is not out of memory for good. */
@@ -132,21 +143,18 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
       weft_drop_queue_flush(&dev->drops[i]);
       weft_drop_queue_flush(&dev->drops[i]);
     }
-  weft_storage_flush(dev->storage);               /* deferred frees reach the storage */
-  for (uint32_t i = 0; i < dev->max_streams; i++) /* free pages of every stream: none stranded */
-    if (dev->mms[i]) weft_mm_cleanup(dev->mms[i]);
+  weft_storage_flush(dev->storage); /* deferred frees reach the storage */
+  cleanup_all(dev);                 /* free pages of every stream: none stranded */
   relocate_all(dev);
-  for (uint32_t i = 0; i < dev->max_streams; i++)
-    if (dev->mms[i]) weft_mm_cleanup(dev->mms[i]);
+  cleanup_all(dev);
   if (dev->reclaim) {
     dev->in_reclaim = true;
     dev->reclaim(dev->reclaim_user, slot, b->size);
     dev->in_reclaim = false;
-    for (uint32_t i = 0; i < dev->max_streams; i++)
-      if (dev->mms[i]) weft_mm_cleanup(dev->mms[i]);
+    cleanup_all(dev);
   }
   weft_error_free(st);
-  st = weft_mm_reserve(mm, &b->mem, WEFT_RESERVE_ALLOW);
+  st = weft_mm_reserve(mm, &b->mem, mode);
   if (!st) {
     dev->stats.reclaims_rescued++;
     return NULL;
@@ -204,7 +212,7 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
     weft_mm_report(dev->mms[slot], m->reports, m->n);
     return NULL;
   case MEM_CLEANUP:
-    if (!dev->mms[slot]) return NULL;
+    if (!dev->mms[slot] || weft__capture_cleanup_skipped(dev, slot)) return NULL;
     if (dev->streams[slot]) {
       weft_drop_queue_flush(&dev->drops[slot]);
       weft_drop_queue_flush(&dev->drops[slot]);

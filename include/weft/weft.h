@@ -408,6 +408,86 @@ WEFT_API weft_status weft_device_set_failpoints(weft_device *dev, const char *sp
 /* The device's poison (a clone the caller frees), or NULL if it is healthy. */
 WEFT_API weft_status weft_device_poisoned(weft_device *dev);
 
+/* ---- capture and replay ---------------------------------------------------------------
+ * Records the launches issued on a set of streams once, replays them many
+ * times. The window follows CUDA stream capture:
+ *
+ *   weft_capture_prepare(dev, streams, n, &cap);  // isolation starts: no interleaving
+ *   ... warm-up: run the step eagerly once (reads and syncs allowed); every buffer
+ *       released now keeps its memory until begin, so the pools hold the step's
+ *       whole working set
+ *   weft_capture_begin(cap);                      // reservations on the streams: Forbidden
+ *   ... the step: launches on the streams are recorded, not run
+ *   weft_capture_end(cap);                        // replayable, or the reason it is not
+ *   weft_buffer_write(...); weft_capture_replay(cap); weft_buffer_read(...); ...
+ *   weft_capture_destroy(cap);                    // waits for replays in flight
+ *
+ * Inside the window (after begin): a launch whose arguments fail to resolve, a
+ * failpoint, or an input that carries a failure dooms the capture (end then
+ * fails with the reason and nothing is kept); so do a buffer created or
+ * written on a capturing stream (a recording must not allocate, and a write
+ * would replay stale bytes: refresh inputs between replays instead) and a
+ * read or sync on one (no host sync inside a window: the call fails).
+ * Memory cleanup of a capturing stream is a no-op. Every buffer a recording
+ * uses stays alive until destroy, released or not. A transition out of order
+ * fails with Generic and changes nothing; abort ends the window from any state
+ * and returns everything the capture held. */
+typedef struct weft_capture weft_capture;
+typedef enum {
+  WEFT_CAPTURE_PREPARED = 1, /* warm-up */
+  WEFT_CAPTURE_RECORDING,    /* between begin and end */
+  WEFT_CAPTURE_READY,        /* ended: replayable */
+  WEFT_CAPTURE_ABORTED,      /* aborted, or end failed: only destroy is left */
+} weft_capture_state;
+WEFT_API weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams, size_t n,
+                                          weft_capture **out);
+WEFT_API weft_status weft_capture_begin(weft_capture *cap);
+WEFT_API weft_status weft_capture_end(weft_capture *cap);
+WEFT_API weft_status weft_capture_abort(weft_capture *cap);
+/* Asynchronous, like a launch: returns only state errors. */
+WEFT_API weft_status weft_capture_replay(weft_capture *cap);
+WEFT_API weft_capture_state weft_capture_state_of(const weft_capture *cap); /* 0 for NULL */
+WEFT_API size_t weft_capture_launches(const weft_capture *cap);             /* recorded launches */
+WEFT_API void weft_capture_destroy(weft_capture *cap);                      /* NULL is a no-op */
+
+/* ---- task graphs ---------------------------------------------------------------
+ * A DAG of launches built once and submitted many times. Edges come from the
+ * bindings: a node depends on every earlier node whose binding overlaps one of
+ * its own on the same buffer where either writes (read-after-write,
+ * write-after-read, write-after-write). Independent chains go to different
+ * lanes (at most max_streams); submission issues each node on stream
+ * base + lane, where the device orders every crossing with its usual rules
+ * and runs every node in its own write scope (a failing node skips exactly
+ * its dependents). The graph copies bindings and scalars; its buffers must be
+ * live at submission. */
+typedef struct weft_taskgraph weft_taskgraph;
+typedef struct weft_taskgraph_node_info {
+  weft_kernel kernel;
+  uint32_t lane;  /* stream offset from the submission's base */
+  uint32_t ndeps; /* direct predecessors */
+  size_t nbindings;
+} weft_taskgraph_node_info;
+WEFT_API weft_status weft_taskgraph_create(weft_device *dev, weft_taskgraph **out);
+/* Appends a launch; *node (optional) receives its index. */
+WEFT_API weft_status weft_taskgraph_add_launch(weft_taskgraph *g, weft_kernel kernel,
+                                               const uint32_t grid[3], const uint32_t block[3],
+                                               const weft_binding *bindings, size_t num_bindings,
+                                               const void *scalars, size_t scalar_bytes,
+                                               uint32_t *node);
+/* Issues every node, in order, as one submission (one queue push). */
+WEFT_API weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base);
+WEFT_API size_t weft_taskgraph_node_count(const weft_taskgraph *g);
+WEFT_API size_t weft_taskgraph_edge_count(const weft_taskgraph *g);
+WEFT_API uint32_t weft_taskgraph_lane_count(const weft_taskgraph *g);
+WEFT_API weft_status weft_taskgraph_node(const weft_taskgraph *g, uint32_t node,
+                                         weft_taskgraph_node_info *out);
+/* Edge |i| (0..edge_count-1), in order of the dependent node. */
+WEFT_API weft_status weft_taskgraph_edge(const weft_taskgraph *g, size_t i, uint32_t *from,
+                                         uint32_t *to);
+/* Graphviz text (free with weft_free): nodes named by kernel, lanes as colors. */
+WEFT_API weft_status weft_taskgraph_to_dot(const weft_taskgraph *g, char **out);
+WEFT_API void weft_taskgraph_destroy(weft_taskgraph *g); /* NULL is a no-op */
+
 /* ---- statistics ------------------------------------------------------------------------ */
 
 typedef struct weft_device_stats {
@@ -431,6 +511,9 @@ typedef struct weft_device_stats {
   uint64_t batches_full;       /* ... of which because they reached max_tasks */
   uint64_t align_flushes;      /* registrations that first executed other streams' batches */
   uint64_t tasks_interleaved;  /* tasks run on another stream's queue (Interleave) */
+  uint64_t launches_recorded;  /* launches recorded by captures (not run) */
+  uint64_t launches_replayed;  /* launches issued by capture replays */
+  uint64_t captures_live;      /* captures prepared and not yet destroyed */
 } weft_device_stats;
 /* A consistent snapshot taken by the scheduler after every command submitted
  * before the call. */

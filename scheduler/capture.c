@@ -1,0 +1,424 @@
+/* Capture and replay on the host backend (REFERENCE-cubecl.md §4, SPEC 5.8).
+ *
+ * A capture owns a set of stream slots from prepare to end. prepare starts
+ * isolation (no interleaving onto or off those slots) and keeps the memory of
+ * every buffer released on them until begin (warm-up primes the pools with
+ * its whole working set). begin drains the device (so the checks below see
+ * what warm-up left), frees the primed buffers and makes reservations on the
+ * slots Forbidden. Between begin and end a launch on a capturing slot is
+ * recorded, not run: the command itself is kept, with its buffers pinned.
+ * Anything a replay could not reproduce dooms the capture (end then fails with
+ * the first reason): a launch that fails to resolve or carries a failpoint,
+ * an input that carries a failure, a buffer created or written on the slots,
+ * a read or sync on them (refused as well: no host sync inside a window).
+ * A replay clones every recorded command into a fresh one (pooled) and
+ * registers it on its stream, where the usual rules order it.
+ *
+ * Everything here runs on the scheduler, except the client calls at the end. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "scheduler/device.h"
+
+enum { CAP_PREPARE, CAP_BEGIN, CAP_END, CAP_ABORT, CAP_DESTROY };
+
+struct weft_capture {
+  weft_device *dev;
+  _Atomic uint32_t state;   /* weft_capture_state; written by the scheduler */
+  _Atomic uint64_t nrec;    /* recorded launches */
+  uint64_t mask;            /* the slots it owns */
+  cmd *rec_head, *rec_tail; /* recorded launches, in order (linked through task.link) */
+  weft_status doom;         /* the first reason the recording cannot be kept */
+  weft_buf **primed;        /* buffers released during warm-up, freed at begin */
+  uint32_t nprimed, primed_cap;
+  struct weft_capture *next_live; /* the device's live captures */
+};
+
+static uint32_t state_of(const weft_capture *cap) {
+  return atomic_load_explicit(&cap->state, memory_order_acquire);
+}
+
+static void set_state(weft_capture *cap, weft_capture_state st) {
+  atomic_store_explicit(&cap->state, (uint32_t)st, memory_order_release);
+}
+
+static const char *state_name(uint32_t st) {
+  switch (st) {
+  case WEFT_CAPTURE_PREPARED:
+    return "prepared";
+  case WEFT_CAPTURE_RECORDING:
+    return "recording";
+  case WEFT_CAPTURE_READY:
+    return "ready";
+  case WEFT_CAPTURE_ABORTED:
+    return "aborted";
+  default:
+    return "none";
+  }
+}
+
+/* The capture recording on |slot|, or NULL. */
+static weft_capture *recording(weft_device *dev, uint32_t slot) {
+  weft_capture *cap = dev->capture_of[slot];
+  return cap && state_of(cap) == WEFT_CAPTURE_RECORDING ? cap : NULL;
+}
+
+static void doom(weft_device *dev, weft_capture *cap, weft_status why) {
+  (void)dev;
+  if (cap->doom)
+    weft_error_free(why);
+  else
+    cap->doom = why;
+}
+
+/* ---- hooks called by the device --------------------------------------------------------- */
+
+bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c) {
+  weft_capture *cap = recording(dev, slot);
+  if (!cap) return false;
+  weft_status why = NULL;
+  const char *kname = dev->kernels[c->kernel].name;
+  if (c->preset) {
+    why = weft_error_make(WEFT_ERR_GENERIC,
+                          "capture: launch %" PRIu64 " ('%s') failed inside the window: %s",
+                          c->launch_no, kname, weft_error_message(c->preset));
+  } else if (c->inject != WEFT_OK || c->poison) {
+    why = weft_error_make(WEFT_ERR_GENERIC,
+                          "capture: launch %" PRIu64 " ('%s') hit a failpoint inside the window",
+                          c->launch_no, kname);
+  } else {
+    for (uint32_t i = 0; i < c->nb && !why; i++) {
+      weft_buf *b = c->bufs[i];
+      const weft_binding *bd = &c->bindings[i];
+      weft_failure_id f = 0;
+      if (!b->allocated)
+        f = b->unalloc ? b->unalloc : 1;
+      else if (bd->access & WEFT_READ)
+        f = weft_taint_failure(&b->taint, (weft_range){bd->offset, bd->offset + bd->size});
+      if (f)
+        why = weft_error_make(WEFT_ERR_GENERIC,
+                              "capture: launch %" PRIu64
+                              " ('%s') would be skipped inside the window: buffer #%" PRIu32
+                              " carries failure #%" PRIu64,
+                              c->launch_no, kname, (uint32_t)b->id, f);
+    }
+  }
+  if (why) {
+    doom(dev, cap, why);
+    weft__launch_discard(dev, c);
+    return true;
+  }
+  c->task.link.next = NULL;
+  if (cap->rec_tail)
+    cap->rec_tail->task.link.next = &c->task.link;
+  else
+    cap->rec_head = c;
+  cap->rec_tail = c;
+  atomic_fetch_add_explicit(&cap->nrec, 1, memory_order_relaxed);
+  dev->stats.launches_recorded++;
+  return true;
+}
+
+void weft__capture_on_create(weft_device *dev, uint32_t slot, uint64_t buffer) {
+  weft_capture *cap = recording(dev, slot);
+  if (cap)
+    doom(dev, cap,
+         weft_error_make(WEFT_ERR_GENERIC,
+                         "capture: the recording allocated buffer #%" PRIu32
+                         " on stream slot %" PRIu32 " (allocate before begin)",
+                         (uint32_t)buffer, slot));
+}
+
+void weft__capture_on_write(weft_device *dev, uint32_t slot, uint64_t buffer) {
+  weft_capture *cap = recording(dev, slot);
+  if (cap)
+    doom(dev, cap,
+         weft_error_make(WEFT_ERR_GENERIC,
+                         "capture: buffer #%" PRIu32
+                         " was written inside the window (a replay would reuse stale bytes: "
+                         "refresh inputs between replays)",
+                         (uint32_t)buffer));
+}
+
+weft_status weft__capture_refuse_sync(weft_device *dev, uint32_t slot, const char *what) {
+  weft_capture *cap = recording(dev, slot);
+  if (!cap) return NULL;
+  weft_status st = weft_error_make(WEFT_ERR_GENERIC,
+                                   "capture: a %s on stream slot %" PRIu32
+                                   " inside a capture window (no host sync while recording)",
+                                   what, slot);
+  doom(dev, cap, weft_error_clone(st));
+  return st;
+}
+
+bool weft__capture_keep(weft_device *dev, weft_buf *b) {
+  weft_capture *cap = dev->capture_of[b->slot];
+  if (!cap || state_of(cap) != WEFT_CAPTURE_PREPARED) return false;
+  if (!weft__grow(&dev->alloc, (void **)&cap->primed, &cap->primed_cap, cap->nprimed + 1,
+                  sizeof(weft_buf *)))
+    return false; /* no room to remember it: it is freed now */
+  cap->primed[cap->nprimed++] = b;
+  return true;
+}
+
+bool weft__capture_cleanup_skipped(weft_device *dev, uint32_t slot) {
+  return dev->capture_of[slot] != NULL;
+}
+
+/* ---- transitions ------------------------------------------------------------------------ */
+
+static void free_primed(weft_device *dev, weft_capture *cap) {
+  for (uint32_t i = 0; i < cap->nprimed; i++) weft__buf_free(dev, cap->primed[i]);
+  weft__free(&dev->alloc, cap->primed, sizeof(weft_buf *) * cap->primed_cap, 16);
+  cap->primed = NULL;
+  cap->nprimed = cap->primed_cap = 0;
+}
+
+static void free_recording(weft_device *dev, weft_capture *cap) {
+  for (cmd *c = cap->rec_head, *next; c; c = next) {
+    next = c->task.link.next ? (cmd *)WEFT_TASK_OF(c->task.link.next) : NULL;
+    weft__launch_discard(dev, c);
+  }
+  cap->rec_head = cap->rec_tail = NULL;
+  atomic_store_explicit(&cap->nrec, 0, memory_order_relaxed);
+}
+
+/* Reservations on the slots: Forbidden while recording (room already held only). */
+static void set_modes(weft_device *dev, weft_capture *cap, bool forbid) {
+  if (forbid)
+    dev->forbid_mask |= cap->mask;
+  else
+    dev->forbid_mask &= ~cap->mask;
+}
+
+/* Ends the window (if open): isolation off, slots free, modes back. */
+static void release_slots(weft_device *dev, weft_capture *cap) {
+  uint32_t st = state_of(cap);
+  if (st == WEFT_CAPTURE_RECORDING) set_modes(dev, cap, false);
+  if (st == WEFT_CAPTURE_PREPARED) free_primed(dev, cap);
+  if (st == WEFT_CAPTURE_PREPARED || st == WEFT_CAPTURE_RECORDING)
+    for (uint32_t s = 0; s < dev->max_streams; s++)
+      if (cap->mask & (UINT64_C(1) << s)) {
+        dev->capture_of[s] = NULL;
+        dev->isolated &= ~(UINT64_C(1) << s);
+      }
+}
+
+static void abort_capture(weft_device *dev, weft_capture *cap) {
+  release_slots(dev, cap);
+  free_recording(dev, cap);
+  weft_error_free(cap->doom);
+  cap->doom = NULL;
+  set_state(cap, WEFT_CAPTURE_ABORTED);
+}
+
+static weft_status out_of_order(const char *op, uint32_t st, const char *allowed) {
+  return weft_error_make(WEFT_ERR_GENERIC, "capture: %s is only allowed %s (state: %s)", op,
+                         allowed, state_name(st));
+}
+
+static weft_status do_prepare(weft_device *dev, weft_capture *cap) {
+  for (uint32_t s = 0; s < dev->max_streams; s++)
+    if ((cap->mask & (UINT64_C(1) << s)) && dev->capture_of[s])
+      return weft_error_make(WEFT_ERR_GENERIC,
+                             "capture: stream slot %" PRIu32 " is already in a capture window", s);
+  /* Work already batched on the slots runs before the window. */
+  uint32_t ids[WEFT_MAX_STREAMS], k = 0;
+  for (uint32_t s = 0; s < dev->max_streams; s++)
+    if (cap->mask & (UINT64_C(1) << s)) ids[k++] = s;
+  for (uint32_t i = 0; i < k; i++) weft__ms_flush(dev, ids[i]);
+  for (uint32_t i = 0; i < k; i++) dev->capture_of[ids[i]] = cap;
+  dev->isolated |= cap->mask;
+  cap->next_live = dev->captures;
+  dev->captures = cap;
+  dev->stats.captures_live++;
+  set_state(cap, WEFT_CAPTURE_PREPARED);
+  return NULL;
+}
+
+static weft_status do_begin(weft_device *dev, weft_capture *cap) {
+  uint32_t st = state_of(cap);
+  if (st != WEFT_CAPTURE_PREPARED) return out_of_order("begin", st, "after prepare");
+  weft__dev_drain(dev); /* the window's checks see everything warm-up did */
+  free_primed(dev, cap);
+  set_modes(dev, cap, true);
+  set_state(cap, WEFT_CAPTURE_RECORDING);
+  return NULL;
+}
+
+static weft_status do_end(weft_device *dev, weft_capture *cap) {
+  uint32_t st = state_of(cap);
+  if (st != WEFT_CAPTURE_RECORDING) return out_of_order("end", st, "after begin");
+  release_slots(dev, cap);
+  if (cap->doom) {
+    weft_status why = cap->doom;
+    cap->doom = NULL;
+    free_recording(dev, cap);
+    set_state(cap, WEFT_CAPTURE_ABORTED);
+    return why;
+  }
+  set_state(cap, WEFT_CAPTURE_READY);
+  return NULL;
+}
+
+static void unlink_live(weft_device *dev, weft_capture *cap) {
+  for (weft_capture **p = &dev->captures; *p; p = &(*p)->next_live)
+    if (*p == cap) {
+      *p = cap->next_live;
+      dev->stats.captures_live--;
+      return;
+    }
+}
+
+static void do_destroy(weft_device *dev, weft_capture *cap) {
+  /* Replays in flight run on clones; waiting for them keeps destroy's
+   * promise that nothing of the capture is running when it returns. */
+  weft__dev_drain(dev);
+  abort_capture(dev, cap);
+  unlink_live(dev, cap);
+}
+
+static void do_replay(weft_device *dev, weft_capture *cap) {
+  if (state_of(cap) != WEFT_CAPTURE_READY) return; /* destroyed in between: nothing to do */
+  for (cmd *r = cap->rec_head; r;
+       r = r->task.link.next ? (cmd *)WEFT_TASK_OF(r->task.link.next) : NULL) {
+    cmd *c = weft__launch_clone(dev, r);
+    if (!c) { /* no memory for the clone: its outputs carry why */
+      weft__launch_unstarted(
+          dev, r,
+          weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, r->bytes, "no memory to replay a launch"));
+      continue;
+    }
+    dev->stats.launches_replayed++;
+    weft__launch_register(dev, c);
+  }
+}
+
+void weft__capture_process(weft_device *dev, cmd *c) {
+  weft_capture *cap = c->data;
+  if (c->kind == CMD_REPLAY) {
+    do_replay(dev, cap);
+    return;
+  }
+  weft_status st = NULL;
+  switch ((int)c->offset) {
+  case CAP_PREPARE:
+    st = do_prepare(dev, cap);
+    break;
+  case CAP_BEGIN:
+    st = do_begin(dev, cap);
+    break;
+  case CAP_END:
+    st = do_end(dev, cap);
+    break;
+  case CAP_ABORT:
+    if (state_of(cap) != WEFT_CAPTURE_ABORTED) abort_capture(dev, cap);
+    break;
+  default:
+    do_destroy(dev, cap);
+    break;
+  }
+  weft__token_complete(c->token, st);
+}
+
+/* Close: every capture still alive ends and gives back what it held. */
+void weft__capture_close_all(weft_device *dev) {
+  while (dev->captures) {
+    weft_capture *cap = dev->captures;
+    abort_capture(dev, cap);
+    unlink_live(dev, cap);
+    weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+  }
+}
+
+/* ---- client calls ----------------------------------------------------------------------- */
+
+static weft_status call(weft_capture *cap, int op) {
+  if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
+  weft_device *dev = cap->dev;
+  weft_status st = weft__check_blocking(dev);
+  if (st) return st;
+  cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
+  if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a capture command");
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  c->data = cap;
+  c->offset = (uint64_t)op;
+  weft__cmd_submit(dev, c);
+  return weft__token_wait(&tok);
+}
+
+weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams, size_t n,
+                                 weft_capture **out) {
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  weft_status st = weft__check_blocking(dev);
+  if (st) return st;
+  if (n == 0) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "a capture needs a stream");
+  if (!streams) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "streams is NULL");
+  weft_capture *cap = weft__calloc(&dev->alloc, sizeof(*cap), 16);
+  if (!cap) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*cap), "a capture");
+  cap->dev = dev;
+  for (size_t i = 0; i < n; i++) cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
+  if ((st = call(cap, CAP_PREPARE))) {
+    weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+    return st;
+  }
+  *out = cap;
+  return NULL;
+}
+
+weft_status weft_capture_begin(weft_capture *cap) {
+  return call(cap, CAP_BEGIN);
+}
+
+weft_status weft_capture_end(weft_capture *cap) {
+  return call(cap, CAP_END);
+}
+
+weft_status weft_capture_abort(weft_capture *cap) {
+  return call(cap, CAP_ABORT);
+}
+
+weft_status weft_capture_replay(weft_capture *cap) {
+  if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
+  weft_status st = weft__check_device(cap->dev);
+  if (st) return st;
+  uint32_t s = state_of(cap);
+  if (s != WEFT_CAPTURE_READY) return out_of_order("replay", s, "after a successful end");
+  weft__wait_for_room(cap->dev, atomic_load_explicit(&cap->nrec, memory_order_relaxed) + 1);
+  cmd *c = weft__cmd_new(cap->dev, CMD_REPLAY, 0);
+  if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
+  c->data = cap;
+  weft__cmd_submit(cap->dev, c);
+  return NULL;
+}
+
+weft_capture_state weft_capture_state_of(const weft_capture *cap) {
+  return cap ? (weft_capture_state)state_of(cap) : (weft_capture_state)0;
+}
+
+size_t weft_capture_launches(const weft_capture *cap) {
+  return cap ? (size_t)atomic_load_explicit(&cap->nrec, memory_order_relaxed) : 0;
+}
+
+void weft_capture_destroy(weft_capture *cap) {
+  if (!cap) return;
+  weft_device *dev = cap->dev;
+  /* Destroy cannot fail: even a poisoned device's scheduler takes it. A
+   * device being closed frees its captures itself. */
+  if (atomic_load_explicit(&dev->closing, memory_order_acquire)) return;
+  cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
+  if (!c) return; /* close frees it */
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  c->data = cap;
+  c->offset = CAP_DESTROY;
+  weft__cmd_submit(dev, c);
+  weft_error_free(weft__token_wait(&tok));
+  weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+}

@@ -1,0 +1,409 @@
+/* Capture and replay on the host backend: the state machine (every legal and
+ * illegal transition), recording without running, replays equal to eager
+ * runs with inputs refreshed in place, and each rule of the window: warm-up
+ * keeps what it releases until begin, reservations inside are Forbidden and
+ * doom the recording, no host sync inside, cleanup is a no-op, a failed or
+ * skipped launch dooms it, abort gives everything back, destroy waits for
+ * replays, isolation forces the sequential path, replays allocate nothing. */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <weft/weft.h>
+
+#include "support/asan_criterion.h"
+#include "support/device_env.h"
+#include "support/uint_kernels.h"
+
+static void expect_kind(weft_status st, weft_error_kind kind, const char *needle, int line) {
+  char text[1024] = "";
+  if (st) weft_error_format(st, text, sizeof(text));
+  cr_assert_eq(weft_error_kind_of(st), kind, "line %d: got '%s'", line, text);
+  if (needle)
+    cr_assert_not_null(strstr(text, needle), "line %d: '%s' lacks '%s'", line, text, needle);
+  weft_error_free(st);
+}
+#define EXPECT_KIND(st, kind, needle) expect_kind((st), (kind), (needle), __LINE__)
+
+static weft_capture *prepare_on(weft_device *dev, weft_stream_id s) {
+  weft_capture *cap = NULL;
+  EXPECT_OK(weft_capture_prepare(dev, &s, 1, &cap));
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_PREPARED);
+  return cap;
+}
+
+Test(state_machine, every_transition_out_of_order_fails_and_changes_nothing) {
+  env e = env_new();
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "end is only allowed after begin");
+  EXPECT_KIND(weft_capture_replay(cap), WEFT_ERR_GENERIC, "state: prepared");
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_PREPARED);
+  EXPECT_OK(weft_capture_begin(cap));
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_RECORDING);
+  EXPECT_KIND(weft_capture_begin(cap), WEFT_ERR_GENERIC, "state: recording");
+  EXPECT_KIND(weft_capture_replay(cap), WEFT_ERR_GENERIC, "state: recording");
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_RECORDING);
+  EXPECT_OK(weft_capture_end(cap));
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_READY);
+  EXPECT_KIND(weft_capture_begin(cap), WEFT_ERR_GENERIC, "state: ready");
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "state: ready");
+  EXPECT_OK(weft_capture_replay(cap)); /* an empty recording replays nothing */
+  EXPECT_OK(weft_capture_abort(cap));
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_ABORTED);
+  EXPECT_OK(weft_capture_abort(cap)); /* abort of an aborted capture: nothing to do */
+  EXPECT_KIND(weft_capture_replay(cap), WEFT_ERR_GENERIC, "state: aborted");
+  EXPECT_KIND(weft_capture_begin(cap), WEFT_ERR_GENERIC, "state: aborted");
+  weft_capture_destroy(cap);
+  /* Abort from prepared and from recording; destroy from every state. */
+  cap = prepare_on(e.dev, 1);
+  EXPECT_OK(weft_capture_abort(cap));
+  weft_capture_destroy(cap);
+  cap = prepare_on(e.dev, 1);
+  EXPECT_OK(weft_capture_begin(cap));
+  EXPECT_OK(weft_capture_abort(cap));
+  weft_capture_destroy(cap);
+  cap = prepare_on(e.dev, 1);
+  weft_capture_destroy(cap); /* prepared */
+  cap = prepare_on(e.dev, 1);
+  EXPECT_OK(weft_capture_begin(cap));
+  weft_capture_destroy(cap); /* recording */
+  cr_assert_eq(stats_of(e.dev).captures_live, 0);
+  env_close(&e);
+}
+
+Test(state_machine, bad_arguments_and_overlapping_windows_are_refused) {
+  env e = env_new();
+  weft_capture *cap = (void *)&e;
+  weft_stream_id s[2] = {0, 4}; /* both fold onto slot 0 of 4 */
+  EXPECT_KIND(weft_capture_prepare(NULL, s, 1, &cap), WEFT_ERR_INVALID_ARGUMENT, NULL);
+  cr_assert_null(cap);
+  EXPECT_KIND(weft_capture_prepare(e.dev, s, 0, &cap), WEFT_ERR_INVALID_ARGUMENT, NULL);
+  EXPECT_KIND(weft_capture_prepare(e.dev, NULL, 1, &cap), WEFT_ERR_INVALID_ARGUMENT, NULL);
+  EXPECT_KIND(weft_capture_prepare(e.dev, s, 1, NULL), WEFT_ERR_INVALID_ARGUMENT, NULL);
+  EXPECT_KIND(weft_capture_begin(NULL), WEFT_ERR_INVALID_ARGUMENT, NULL);
+  EXPECT_KIND(weft_capture_replay(NULL), WEFT_ERR_INVALID_ARGUMENT, NULL);
+  cr_assert_eq(weft_capture_state_of(NULL), 0);
+  weft_capture_destroy(NULL);
+  EXPECT_OK(weft_capture_prepare(e.dev, s, 2, &cap));
+  weft_capture *other = NULL;
+  weft_stream_id s8 = 8;
+  EXPECT_KIND(weft_capture_prepare(e.dev, &s8, 1, &other), WEFT_ERR_GENERIC,
+              "already in a capture window");
+  cr_assert_null(other);
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_capture_prepare(e.dev, &s8, 1, &other)); /* free again */
+  weft_capture_destroy(other);
+  env_close(&e);
+}
+
+/* y = x + 1; z = y + x on stream 0, around buffers given by the caller. */
+static void step(weft_device *dev, const kernels *k, weft_buffer x, weft_buffer y, weft_buffer z) {
+  add(dev, k, 0, x, y, 1, 0);
+  sum(dev, k, 0, y, x, z, 0);
+}
+
+Test(replay, recording_runs_nothing_and_replays_match_eager_runs_with_fresh_inputs) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 0), z = make_buffer(e.dev, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  set(e.dev, &k, 0, x, 10, 0);
+  step(e.dev, &k, x, y, z); /* warm-up, eager */
+  expect_all(e.dev, 0, z, 21, "warm-up ran");
+  EXPECT_OK(weft_capture_begin(cap));
+  uint64_t calls = atomic_load(&kernel_calls);
+  step(e.dev, &k, x, y, z);
+  EXPECT_OK(weft_capture_end(cap));
+  cr_assert_eq(weft_capture_launches(cap), 2);
+  cr_assert_eq(atomic_load(&kernel_calls), calls, "recorded launches did not run");
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_eq(s.launches_recorded, 2);
+  for (uint32_t v = 0; v < 20; v++) {
+    uint32_t in[ELEMS];
+    for (int i = 0; i < ELEMS; i++) in[i] = v * 7;
+    EXPECT_OK(weft_buffer_write(e.dev, 0, x, 0, in, BYTES)); /* refreshed in place */
+    EXPECT_OK(weft_capture_replay(cap));
+    expect_all(e.dev, 0, z, v * 7 * 2 + 1, "replay");
+  }
+  s = stats_of(e.dev);
+  cr_assert_eq(s.launches_replayed, 40);
+  weft_capture_destroy(cap);
+  weft_buffer all[3] = {x, y, z};
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_buffer_release(e.dev, all[i]));
+  env_close(&e);
+}
+
+Test(replay, a_task_graph_over_several_streams_is_captured_and_replayed) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer a = make_buffer(e.dev, 0), b = make_buffer(e.dev, 0), c = make_buffer(e.dev, 0);
+  weft_taskgraph *g;
+  EXPECT_OK(weft_taskgraph_create(e.dev, &g));
+  weft_binding ra = {a, 0, WEFT_WHOLE, WEFT_READ_WRITE}, rb = {b, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  args one_a = {1, 0}, two_a = {2, 0};
+  for (int i = 0; i < 5; i++) {
+    EXPECT_OK(weft_taskgraph_add_launch(g, k.inc, one, one, &ra, 1, &one_a, sizeof(one_a), NULL));
+    EXPECT_OK(weft_taskgraph_add_launch(g, k.inc, one, one, &rb, 1, &two_a, sizeof(two_a), NULL));
+  }
+  weft_binding j[3] = {
+      {a, 0, WEFT_WHOLE, WEFT_READ}, {b, 0, WEFT_WHOLE, WEFT_READ}, {c, 0, WEFT_WHOLE, WEFT_WRITE}};
+  args z = {0, 0};
+  EXPECT_OK(weft_taskgraph_add_launch(g, k.sum, one, one, j, 3, &z, sizeof(z), NULL));
+  cr_assert_eq(weft_taskgraph_lane_count(g), 2);
+  weft_stream_id lanes[2] = {4, 5};
+  weft_capture *cap;
+  EXPECT_OK(weft_capture_prepare(e.dev, lanes, 2, &cap));
+  set(e.dev, &k, 0, a, 0, 0);
+  set(e.dev, &k, 0, b, 0, 0);
+  EXPECT_OK(weft_taskgraph_submit(g, 4)); /* warm-up */
+  expect_all(e.dev, 0, c, 15, "5 + 10");
+  EXPECT_OK(weft_capture_begin(cap));
+  EXPECT_OK(weft_taskgraph_submit(g, 4));
+  EXPECT_OK(weft_capture_end(cap));
+  cr_assert_eq(weft_capture_launches(cap), 11);
+  for (int r = 1; r <= 3; r++) {
+    EXPECT_OK(weft_capture_replay(cap));
+    expect_all(e.dev, 0, c, 15 + 15 * (uint32_t)r, "after a replay");
+  }
+  weft_capture_destroy(cap);
+  weft_taskgraph_destroy(g);
+  weft_buffer all[3] = {a, b, c};
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_buffer_release(e.dev, all[i]));
+  env_close(&e);
+}
+
+Test(window, warm_up_keeps_released_memory_until_begin) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  weft_buffer t = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, t, 1, 0);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_memory_usage before, held, after;
+  EXPECT_OK(weft_memory_usage_get(e.dev, &before));
+  EXPECT_OK(weft_buffer_release(e.dev, t)); /* a warm-up temporary */
+  EXPECT_OK(weft_memory_usage_get(e.dev, &held));
+  cr_assert_eq(held.bytes_in_use, before.bytes_in_use, "its slice stays taken until begin");
+  cr_assert_eq(stats_of(e.dev).buffers_live, 1, "its memory is still held");
+  EXPECT_OK(weft_capture_begin(cap));
+  EXPECT_OK(weft_memory_usage_get(e.dev, &after));
+  cr_assert_lt(after.bytes_in_use, held.bytes_in_use, "begin gives it back to the pool");
+  cr_assert_eq(after.bytes_reserved, held.bytes_reserved, "the pool keeps the page");
+  EXPECT_OK(weft_capture_end(cap));
+  weft_capture_destroy(cap);
+  env_close(&e);
+}
+
+Test(window, a_recording_that_allocates_or_writes_is_rejected) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  weft_buffer fresh = make_buffer(e.dev, 0); /* a reservation inside the window */
+  set(e.dev, &k, 0, x, 1, 0);
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "the recording allocated");
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_ABORTED);
+  cr_assert_eq(weft_capture_launches(cap), 0, "nothing is kept");
+  weft_capture_destroy(cap);
+
+  cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  uint32_t in[ELEMS] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, x, 0, in, BYTES));
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "written inside the window");
+  weft_capture_destroy(cap);
+  /* Other streams are not in the window: they allocate and write freely. */
+  cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  weft_buffer elsewhere = make_buffer(e.dev, 1);
+  EXPECT_OK(weft_buffer_write(e.dev, 1, elsewhere, 0, in, BYTES));
+  EXPECT_OK(weft_capture_end(cap));
+  weft_capture_destroy(cap);
+  weft_buffer all[3] = {x, fresh, elsewhere};
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_buffer_release(e.dev, all[i]));
+  env_close(&e);
+}
+
+Test(window, reservations_inside_are_served_only_from_room_already_held) {
+  env e;
+  env_options(&e);
+  e.opts.memory_capacity = 1u << 20;
+  env_open(&e);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  weft_buffer big;
+  EXPECT_OK(weft_buffer_create(e.dev, 0, 200000, &big)); /* needs a new page: refused */
+  uint8_t got[16];
+  weft_status st = weft_buffer_read(e.dev, 1, big, 0, got, sizeof(got));
+  char text[1024];
+  weft_error_format(st, text, sizeof(text));
+  cr_assert_not_null(strstr(text, "PageUpdateForbidden"), "%s", text);
+  weft_error_free(st);
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "the recording allocated");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, big));
+  env_close(&e);
+}
+
+Test(window, no_host_sync_inside_and_cleanup_is_a_no_op) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 3, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_sync(e.dev, 0)); /* warm-up may sync */
+  EXPECT_OK(weft_capture_begin(cap));
+  weft_memory_usage before, after;
+  EXPECT_OK(weft_memory_usage_get(e.dev, &before));
+  EXPECT_OK(weft_memory_cleanup(e.dev, 0));
+  EXPECT_OK(weft_memory_usage_get(e.dev, &after));
+  cr_assert_eq(after.bytes_reserved, before.bytes_reserved, "cleanup inside the window: no-op");
+  EXPECT_KIND(weft_sync(e.dev, 0), WEFT_ERR_GENERIC, "no host sync while recording");
+  uint32_t got[ELEMS];
+  EXPECT_KIND(weft_buffer_read(e.dev, 0, x, 0, got, BYTES), WEFT_ERR_GENERIC,
+              "a read on stream slot 0");
+  expect_all(e.dev, 1, x, 3, "a read on another stream is fine");
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "sync");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+static weft_status k_fail(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx;
+  (void)user;
+  return weft_error_make(WEFT_ERR_VALIDATION, "eager failure");
+}
+
+Test(window, a_launch_that_would_be_skipped_or_hits_a_failpoint_dooms_the_capture) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_kernel kf;
+  EXPECT_OK(weft_kernel_host(e.dev, "fails", k_fail, NULL, &kf));
+  weft_buffer bad = make_buffer(e.dev, 0), y = make_buffer(e.dev, 0);
+  weft_binding w = {bad, 0, WEFT_WHOLE, WEFT_WRITE};
+  EXPECT_OK(weft_launch(e.dev, 0, kf, one, one, &w, 1, NULL, 0)); /* bad carries a failure */
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  add(e.dev, &k, 0, bad, y, 1, 0);
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "would be skipped inside the window");
+  weft_capture_destroy(cap);
+
+  weft_device_stats s = stats_of(e.dev);
+  char spec[64];
+  snprintf(spec, sizeof(spec), "launch#%" PRIu64 "=Unknown", s.launches + 1);
+  EXPECT_OK(weft_device_set_failpoints(e.dev, spec));
+  cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  set(e.dev, &k, 0, y, 1, 0);
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "failpoint");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, bad));
+  EXPECT_OK(weft_buffer_release(e.dev, y));
+  env_close(&e);
+}
+
+Test(lifetime, abort_gives_back_everything_and_destroy_waits_for_replays) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  inc(e.dev, &k, 0, x, 1, 2000);
+  EXPECT_OK(weft_buffer_release(e.dev, x)); /* the recording keeps it alive */
+  cr_assert_eq(stats_of(e.dev).buffers_live, 1);
+  EXPECT_OK(weft_capture_abort(cap));
+  cr_assert_eq(stats_of(e.dev).buffers_live, 0, "abort let go of the buffer");
+  cr_assert_eq(weft_capture_launches(cap), 0);
+  weft_capture_destroy(cap);
+
+  weft_buffer y = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, y, 0, 0);
+  cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  inc(e.dev, &k, 0, y, 1, 2000); /* 2 ms per replay */
+  EXPECT_OK(weft_capture_end(cap));
+  uint64_t calls = atomic_load(&kernel_calls);
+  for (int i = 0; i < 10; i++) EXPECT_OK(weft_capture_replay(cap));
+  weft_capture_destroy(cap);
+  cr_assert_eq(atomic_load(&kernel_calls), calls + 10, "destroy returned after every replay ran");
+  expect_all(e.dev, 0, y, 10, "y");
+  EXPECT_OK(weft_buffer_release(e.dev, y));
+  cr_assert_eq(stats_of(e.dev).captures_live, 0);
+  env_close(&e);
+}
+
+Test(lifetime, close_ends_live_captures_without_leaks) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  inc(e.dev, &k, 0, x, 1, 0);
+  EXPECT_OK(weft_capture_end(cap));
+  EXPECT_OK(weft_capture_replay(cap));
+  weft_capture *open_window = prepare_on(e.dev, 1);
+  (void)open_window;
+  env_close(&e); /* checks that nothing leaked */
+}
+
+Test(isolation, a_window_forces_the_sequential_path) {
+  env e;
+  env_options(&e);
+  e.opts.strategy = WEFT_STRATEGY_INTERLEAVE;
+  e.opts.max_tasks = 1000;
+  e.opts.scheduler = WEFT_SCHEDULER_THREAD;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1), z = make_buffer(e.dev, 2);
+  /* Outside a window, the sum on 2 aligns 0 and 1 onto one stream. */
+  set(e.dev, &k, 0, x, 1, 0);
+  set(e.dev, &k, 1, y, 2, 0);
+  sum(e.dev, &k, 2, x, y, z, 0);
+  expect_all(e.dev, 2, z, 3, "z");
+  uint64_t interleaved = stats_of(e.dev).tasks_interleaved;
+  cr_assert_gt(interleaved, 0);
+  /* With stream 0 in a window, the same program keeps every task on its stream. */
+  weft_capture *cap = prepare_on(e.dev, 0);
+  set(e.dev, &k, 0, x, 5, 0);
+  set(e.dev, &k, 1, y, 6, 0);
+  sum(e.dev, &k, 2, x, y, z, 0);
+  expect_all(e.dev, 2, z, 11, "z in the window");
+  cr_assert_eq(stats_of(e.dev).tasks_interleaved, interleaved, "no task left its stream");
+  weft_capture_destroy(cap);
+  weft_buffer all[3] = {x, y, z};
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_buffer_release(e.dev, all[i]));
+  env_close(&e);
+}
+
+Test(replay, replays_allocate_nothing_once_warm) {
+  env e;
+  env_options(&e);
+  e.opts.max_pending_commands = 256; /* replays wait for room: the pools stop growing */
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  for (int i = 0; i < 8; i++) inc(e.dev, &k, 0, x, 1, 0);
+  EXPECT_OK(weft_capture_end(cap));
+  /* Warm the command pools up to the same number of launches in flight. */
+  for (int i = 0; i < 2000; i++) EXPECT_OK(weft_capture_replay(cap));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_alloc_counts before = weft_counting_allocator_counts(e.ca);
+  for (int i = 0; i < 2000; i++) EXPECT_OK(weft_capture_replay(cap));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_alloc_counts after = weft_counting_allocator_counts(e.ca);
+  cr_assert_eq(after.allocs, before.allocs, "%" PRIu64 " allocations over 16,000 replayed launches",
+               after.allocs - before.allocs);
+  expect_all(e.dev, 0, x, 8 * 4000, "x");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
