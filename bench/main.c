@@ -2,13 +2,15 @@
  * harness (see docs/benchmarks.md). */
 #include "bench/harness.h"
 
-void wb_register_failures(void); /* bench/bench_failures.c */
+void wb_register_failures(void);  /* bench/bench_failures.c */
 void wb_register_workloads(void); /* bench/bench_workloads.c */
+void wb_register_graph(void);     /* bench/bench_graph.c */
 
 int main(int argc, char **argv) {
   wb_register_launch();
   wb_register_memory();
   wb_register_failures();
   wb_register_workloads();
+  wb_register_graph();
   return wb_main(argc, argv);
 }

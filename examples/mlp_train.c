@@ -1,16 +1,20 @@
-/* weft-mlp_train: trains the MLP of examples/mlp on the host backend.
+/* weft-mlp_train: the project's main demo. Trains the MLP of examples/mlp on
+ * the host backend as a task graph, captured once and replayed per step.
  *
- * 1. A 16-64-4 MLP with full-batch SGD on 512 synthetic points (4 clusters),
- *    one step = 26 host-kernel launches spread over 4 streams (forward and
- *    layer-1 backward on stream 0, layer-2 gradient and update on 1, bias
- *    gradients and updates on 2, a held-out evaluation forward on 3). The loss
- *    is printed every 20 steps; the run fails if it does not fall below the
- *    threshold.
- * 2. Per-step cost of eager launches: submission only, and submission to
- *    completion.
- * 3. One more step with an injected failure in the check of the logits:
- *    reading the loss and the weights reports the root and the chain of
- *    skipped launches, while the evaluation branch on stream 3 reads back. */
+ * 1. One training step (a 16-64-4 MLP, full-batch SGD on 512 synthetic
+ *    points in 4 clusters: 26 host-kernel launches) is recorded into a task
+ *    graph through the step's launch hook. The graph derives the
+ *    dependencies from the bindings and puts independent chains on their
+ *    own lanes (streams); `--dot FILE` writes it as Graphviz.
+ * 2. The graph is captured: prepare, one eager warm-up step, begin, the
+ *    graph's submission (recorded, not run), end. Training then replays the
+ *    capture once per step; the loss is printed every 20 steps and the run
+ *    fails if it does not fall below the threshold.
+ * 3. Per-step time, submission to completion, of eager launches, graph
+ *    submission and replay, measured in the same run.
+ * 4. One more step, eager, with an injected failure in the check of the
+ *    logits: reading the loss and the weights reports the root and the chain
+ *    of skipped launches, while the evaluation branch reads back. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,16 @@
 #define PRINT_EVERY    20
 #define LOSS_THRESHOLD 0.15f
 #define TIMED_STEPS    100
+#define GRAPH_BASE     0 /* the graph's lanes are streams 0.. */
+
+/* The step's launch hook: records into a task graph instead of launching. */
+static weft_status add_to_graph(void *ctx, weft_stream_id stream, weft_kernel k,
+                                const uint32_t grid[3], const uint32_t block[3],
+                                const weft_binding *b, size_t nb, const void *scalars,
+                                size_t scalar_bytes) {
+  (void)stream; /* the graph assigns lanes itself */
+  return weft_taskgraph_add_launch(ctx, k, grid, block, b, nb, scalars, scalar_bytes, NULL);
+}
 
 static int fail(weft_status st, const char *what) {
   char buf[2048];
@@ -61,10 +75,36 @@ static void print_failure(const char *what, weft_status st) {
   }
 }
 
-int main(void) {
+typedef enum { EAGER, GRAPH, REPLAY } mode;
+
+/* One training step, the way |how| says. */
+static weft_status run_step(mode how, mlp *m, const mlp_streams *eager, weft_taskgraph *g,
+                            weft_capture *cap) {
+  switch (how) {
+  case EAGER:
+    return mlp_step_enqueue(m, eager);
+  case GRAPH:
+    return weft_taskgraph_submit(g, GRAPH_BASE);
+  default:
+    return weft_capture_replay(cap);
+  }
+}
+
+int main(int argc, char **argv) {
   int rc = 0;
   weft_device *dev = NULL;
   mlp *m = NULL;
+  weft_taskgraph *g = NULL;
+  weft_capture *cap = NULL;
+  const char *dot_path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--dot") && i + 1 < argc) {
+      dot_path = argv[++i];
+    } else {
+      fprintf(stderr, "usage: %s [--dot FILE]\n", argv[0]);
+      return 2;
+    }
+  }
   weft_device_options o;
   weft_device_options_init(&o);
   o.max_streams = MLP_STREAMS;
@@ -77,16 +117,57 @@ int main(void) {
   mlp_streams streams;
   mlp_streams_default(&streams, 0);
 
-  printf("== 1. training: %u points, %u-%u-%u MLP, lr %.2f, %u steps, %u launches per step on "
-         "%d streams ==\n",
-         cfg.n, cfg.d, cfg.h, cfg.k, (double)cfg.lr, STEPS, MLP_STEP_LAUNCHES, MLP_STREAMS);
+  /* 1. The step as a task graph. */
+  TRY(weft_taskgraph_create(dev, &g));
+  mlp_streams recorder = streams;
+  recorder.launch = add_to_graph;
+  recorder.launch_ctx = g;
+  TRY(mlp_step_enqueue(m, &recorder));
+  printf("== 1. one training step as a task graph: %zu launches, %zu dependencies, %u lanes ==\n",
+         weft_taskgraph_node_count(g), weft_taskgraph_edge_count(g), weft_taskgraph_lane_count(g));
+  for (uint32_t lane = 0; lane < weft_taskgraph_lane_count(g); lane++) {
+    size_t n = 0;
+    for (size_t i = 0; i < weft_taskgraph_node_count(g); i++) {
+      weft_taskgraph_node_info info;
+      TRY(weft_taskgraph_node(g, (uint32_t)i, &info));
+      n += info.lane == lane;
+    }
+    printf("  lane %u: %zu launches\n", lane, n);
+  }
+  if (dot_path) {
+    char *dot = NULL;
+    TRY(weft_taskgraph_to_dot(g, &dot));
+    FILE *f = fopen(dot_path, "w");
+    if (!f || fputs(dot, f) < 0) {
+      fprintf(stderr, "mlp_train: cannot write %s\n", dot_path);
+      rc = 1;
+    }
+    if (f) fclose(f);
+    weft_free(dot);
+    if (rc) goto out;
+    printf("  written as Graphviz to %s (dot -Tsvg %s > step.svg)\n", dot_path, dot_path);
+  }
+
+  /* 2. Captured once, replayed per step. */
+  weft_stream_id lanes[MLP_STREAMS];
+  uint32_t nlanes = weft_taskgraph_lane_count(g);
+  for (uint32_t i = 0; i < nlanes; i++) lanes[i] = GRAPH_BASE + i;
+  TRY(weft_capture_prepare(dev, lanes, nlanes, &cap));
+  TRY(weft_taskgraph_submit(g, GRAPH_BASE)); /* warm-up: step 1, eager */
   float first_loss = 0, loss = 0, acc = 0, eval_acc = 0;
+  TRY(mlp_loss(m, &first_loss));
+  TRY(weft_capture_begin(cap));
+  TRY(weft_taskgraph_submit(g, GRAPH_BASE)); /* recorded, not run */
+  TRY(weft_capture_end(cap));
+  printf("\n== 2. training: %u points, %u-%u-%u MLP, lr %.2f, %d steps, each a replay of the "
+         "captured graph (%zu launches) ==\n",
+         cfg.n, cfg.d, cfg.h, cfg.k, (double)cfg.lr, STEPS, weft_capture_launches(cap));
+  printf("  step %3d  loss %.4f  (the warm-up, before the capture)\n", 1, (double)first_loss);
   double t0 = now_s();
-  for (int s = 1; s <= STEPS; s++) {
-    TRY(mlp_step_enqueue(m, &streams));
-    if (s == 1 || s % PRINT_EVERY == 0) {
+  for (int s = 2; s <= STEPS; s++) {
+    TRY(weft_capture_replay(cap));
+    if (s % PRINT_EVERY == 0) {
       TRY(mlp_loss(m, &loss));
-      if (s == 1) first_loss = loss;
       printf("  step %3d  loss %.4f\n", s, (double)loss);
     }
   }
@@ -104,27 +185,31 @@ int main(void) {
     goto out;
   }
 
-  printf("\n== 2. per-step cost of eager launches (%d steps) ==\n", TIMED_STEPS);
-  double submit = 0;
-  t0 = now_s();
-  for (int s = 0; s < TIMED_STEPS; s++) {
-    double a = now_s();
-    TRY(mlp_step_enqueue(m, &streams));
-    submit += now_s() - a;
-  }
-  TRY(mlp_loss(m, &loss));
-  double total = now_s() - t0;
+  /* 3. Per-step time, three ways, in the same run (rounds interleaved so
+   * that machine noise hits all three alike). */
+  printf("\n== 3. per-step time, submission to completion (%d steps each, interleaved) ==\n",
+         TIMED_STEPS);
+  static const char *const names[3] = {"eager launches", "graph submission", "capture replay"};
+  double total[3] = {0, 0, 0};
+  for (int round = 0; round < TIMED_STEPS / 10; round++)
+    for (int how = 0; how < 3; how++) {
+      double a = now_s();
+      for (int s = 0; s < 10; s++) TRY(run_step((mode)how, m, &streams, g, cap));
+      TRY(mlp_loss(m, &loss));
+      total[how] += now_s() - a;
+    }
+  for (int how = 0; how < 3; how++)
+    printf("  %-17s %7.1f us per step (%5.2f us per launch)  %.2fx eager\n", names[how],
+           total[how] * 1e6 / TIMED_STEPS, total[how] * 1e6 / (TIMED_STEPS * MLP_STEP_LAUNCHES),
+           total[how] / total[EAGER]);
   weft_device_stats stats;
   TRY(weft_device_stats_get(dev, &stats));
-  printf("  submission %.1f us per step (%.2f us per launch); submission to completion %.3f ms "
-         "per step\n",
-         submit * 1e6 / TIMED_STEPS, submit * 1e6 / (TIMED_STEPS * MLP_STEP_LAUNCHES),
-         total * 1e3 / TIMED_STEPS);
-  printf("  device totals: %llu launches run; cross-stream waits %llu issued, %llu elided\n",
-         (unsigned long long)stats.launches_run, (unsigned long long)stats.cross_stream_waits,
-         (unsigned long long)stats.waits_elided);
+  printf("  device totals: %llu launches run (%llu replayed); cross-stream waits %llu issued, "
+         "%llu elided\n",
+         (unsigned long long)stats.launches_run, (unsigned long long)stats.launches_replayed,
+         (unsigned long long)stats.cross_stream_waits, (unsigned long long)stats.waits_elided);
 
-  printf("\n== 3. one step with an injected failure in fwd.check_finite ==\n");
+  printf("\n== 4. one eager step with an injected failure in fwd.check_finite ==\n");
   float before_eval = 0;
   TRY(mlp_eval_accuracy(m, &before_eval));
   TRY(mlp_inject_failure(m, true));
@@ -168,6 +253,8 @@ int main(void) {
          (unsigned long long)stats.launches_run, (unsigned long long)stats.launches_failed,
          (unsigned long long)stats.launches_skipped);
 out:
+  weft_capture_destroy(cap);
+  weft_taskgraph_destroy(g);
   mlp_destroy(m);
   weft_device_close(dev);
   return rc;

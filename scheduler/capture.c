@@ -280,28 +280,8 @@ static void do_destroy(weft_device *dev, weft_capture *cap) {
   unlink_live(dev, cap);
 }
 
-static void do_replay(weft_device *dev, weft_capture *cap) {
-  if (state_of(cap) != WEFT_CAPTURE_READY) return; /* destroyed in between: nothing to do */
-  for (cmd *r = cap->rec_head; r;
-       r = r->task.link.next ? (cmd *)WEFT_TASK_OF(r->task.link.next) : NULL) {
-    cmd *c = weft__launch_clone(dev, r);
-    if (!c) { /* no memory for the clone: its outputs carry why */
-      weft__launch_unstarted(
-          dev, r,
-          weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, r->bytes, "no memory to replay a launch"));
-      continue;
-    }
-    dev->stats.launches_replayed++;
-    weft__launch_register(dev, c);
-  }
-}
-
 void weft__capture_process(weft_device *dev, cmd *c) {
   weft_capture *cap = c->data;
-  if (c->kind == CMD_REPLAY) {
-    do_replay(dev, cap);
-    return;
-  }
   weft_status st = NULL;
   switch ((int)c->offset) {
   case CAP_PREPARE:
@@ -383,17 +363,42 @@ weft_status weft_capture_abort(weft_capture *cap) {
   return call(cap, CAP_ABORT);
 }
 
+/* The client clones the recording (immutable once ended) into fresh
+ * commands and queues them as one chain, in chunks that stay under the
+ * back-pressure limit: the scheduler only pins and registers them. */
 weft_status weft_capture_replay(weft_capture *cap) {
   if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
-  weft_status st = weft__check_device(cap->dev);
+  weft_device *dev = cap->dev;
+  weft_status st = weft__check_device(dev);
   if (st) return st;
   uint32_t s = state_of(cap);
   if (s != WEFT_CAPTURE_READY) return out_of_order("replay", s, "after a successful end");
-  weft__wait_for_room(cap->dev, atomic_load_explicit(&cap->nrec, memory_order_relaxed) + 1);
-  cmd *c = weft__cmd_new(cap->dev, CMD_REPLAY, 0);
-  if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
-  c->data = cap;
-  weft__cmd_submit(cap->dev, c);
+  uint64_t chunk = dev->max_pending / 2 ? dev->max_pending / 2 : 1;
+  if (chunk > 1024) chunk = 1024;
+  cmd *r = cap->rec_head;
+  while (r) {
+    cmd *first = NULL, *last = NULL;
+    for (uint64_t n = 0; r && n < chunk; n++) {
+      cmd *c = weft__launch_clone(dev, r);
+      if (!c) {
+        for (cmd *x = first, *nx; x; x = nx) {
+          nx = x->task.link.next ? (cmd *)WEFT_TASK_OF(x->task.link.next) : NULL;
+          weft__cmd_free(x);
+        }
+        return weft_error_make_sized(
+            WEFT_ERR_OUT_OF_MEMORY, r->bytes, "no memory to replay a launch%s",
+            first || r != cap->rec_head ? " (the launches before it were queued)" : "");
+      }
+      c->task.link.next = NULL;
+      if (last)
+        last->task.link.next = &c->task.link;
+      else
+        first = c;
+      last = c;
+      r = r->task.link.next ? (cmd *)WEFT_TASK_OF(r->task.link.next) : NULL;
+    }
+    weft__cmd_submit_chain(dev, first, last);
+  }
   return NULL;
 }
 

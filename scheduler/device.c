@@ -40,19 +40,8 @@ static void combine(weft_device *dev);
 /* Waits (spin, then park) until fewer than max_pending commands are
  * pending. Only clients wait: the scheduler thread and the device's workers
  * retire commands, so making them wait could stall the device. */
-static void wait_for_room_n(weft_device *dev, uint64_t n);
-
 static void wait_for_room(weft_device *dev) {
-  wait_for_room_n(dev, 1);
-}
-
-void weft__wait_for_room(weft_device *dev, uint64_t n) {
-  wait_for_room_n(dev, n);
-}
-
-/* Room for |n| more commands (at most the whole limit). */
-static void wait_for_room_n(weft_device *dev, uint64_t n) {
-  uint64_t limit = dev->max_pending - (n < dev->max_pending ? n - 1 : dev->max_pending - 1);
+  uint64_t limit = dev->max_pending;
   if (atomic_load_explicit(&dev->pending, memory_order_relaxed) < limit) return;
   if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return;
   atomic_fetch_add_explicit(&dev->backpressure_waits, 1, memory_order_relaxed);
@@ -589,6 +578,13 @@ static void launch_arm(weft_device *dev, cmd *c) {
 }
 
 static void sched_launch(weft_device *dev, cmd *c) {
+  if (c->replayed) { /* resolved at recording; the recording keeps its buffers alive */
+    for (uint32_t i = 0; i < c->nb; i++)
+      if (c->bufs[i]) c->bufs[i]->pending++;
+    dev->stats.launches_replayed++;
+    weft__launch_register(dev, c);
+    return;
+  }
   dev->stats.launches++;
   if (dev->dry_depth) { /* measured, not run: resolves no resource */
     dev->stats.launches_dry++;
@@ -639,7 +635,8 @@ cmd *weft__launch_clone(weft_device *dev, const cmd *r) {
   cmd *c = weft__cmd_new(dev, CMD_LAUNCH, r->bytes - align8(sizeof(cmd)));
   if (!c) return NULL;
   size_t bytes = c->bytes;
-  memcpy(c, r, r->bytes);
+  /* The scalars end the used part of the command. */
+  memcpy(c, r, (size_t)((const char *)r->scalars + r->scalar_bytes - (const char *)r));
   c->bytes = bytes;
   /* Every array lives inside the command: rebase it. */
   ptrdiff_t d = (char *)c - (const char *)r;
@@ -656,14 +653,8 @@ cmd *weft__launch_clone(weft_device *dev, const cmd *r) {
   c->error = NULL;
   c->preset = NULL;
   c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
-  for (uint32_t i = 0; i < c->nb; i++)
-    if (c->bufs[i]) c->bufs[i]->pending++;
+  c->replayed = true; /* the scheduler pins its buffers, already resolved */
   return c;
-}
-
-void weft__launch_unstarted(weft_device *dev, const cmd *r, weft_status err) {
-  dev->stats.launches_failed++;
-  fail_unstarted(dev, err, r->bufs, r->bindings, r->nb);
 }
 
 static void sched_rw(weft_device *dev, cmd *c, bool write) {
@@ -962,7 +953,6 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     weft__cmd_free(c);
     break;
   case CMD_CAPTURE:
-  case CMD_REPLAY:
     weft__capture_process(dev, c);
     weft__cmd_free(c);
     break;

@@ -32,7 +32,6 @@ typedef enum cmd_kind {
   CMD_MEMORY,     /* a memory call: usage, report, cleanup, install, mode, dry run */
   CMD_FAILPOINTS, /* data: the spec */
   CMD_CAPTURE,    /* data: the capture; offset: the transition */
-  CMD_REPLAY,     /* data: the capture */
 } cmd_kind;
 
 typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED } outcome;
@@ -64,6 +63,7 @@ typedef struct cmd {
   weft_failure_id p;            /* LAUNCH, WRITE: the provisional id of its write scope */
   weft_error_kind inject;       /* LAUNCH: a failpoint makes it fail with this kind */
   bool poison;                  /* LAUNCH: a failpoint poisons the device when it runs */
+  bool replayed;                /* LAUNCH: cloned from a recording, buffers resolved */
   outcome result;               /* set by the worker */
   weft_status error;            /* OUT_FAILED: the error (owned) */
   weft_read_failure skip;       /* OUT_SKIPPED: the root and the input that carried it */
@@ -183,9 +183,6 @@ struct weft_device {
  * the device's own workers never wait: they are what frees room). */
 cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra);
 void weft__cmd_free(cmd *c);
-/* A client about to make the scheduler create |n| commands waits for room
- * for them (a replay expands on the scheduler, which never waits). */
-void weft__wait_for_room(weft_device *dev, uint64_t n);
 /* Queues |c| for the scheduler (and, when combining, schedules it). */
 void weft__cmd_submit(weft_device *dev, cmd *c);
 
@@ -222,14 +219,13 @@ cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel ker
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *resolved, size_t nb, const void *scalars,
                         size_t scalar_bytes);
-/* A copy of a resolved launch |r| (its buffers pinned again), numbered anew. */
+/* A copy of a recorded launch |r|, numbered anew, for the scheduler to pin
+ * and register (any thread: a recording is immutable once ended). */
 cmd *weft__launch_clone(weft_device *dev, const cmd *r);
 /* Scope id, failpoints, then SchedulerMultiStream registration. */
 void weft__launch_register(weft_device *dev, cmd *c);
 /* Drops a resolved launch that will not run (unpins, frees). */
 void weft__launch_discard(weft_device *dev, cmd *c);
-/* A launch that cannot start: its outputs carry |err|. */
-void weft__launch_unstarted(weft_device *dev, const cmd *r, weft_status err);
 
 /* Capture (capture.c), called by the scheduler. */
 bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c); /* true: taken */
