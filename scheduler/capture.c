@@ -11,8 +11,12 @@
  * the first reason): a launch that fails to resolve or carries a failpoint,
  * an input that carries a failure, a buffer created or written on the slots,
  * a read or sync on them (refused as well: no host sync inside a window).
- * A replay clones every recorded command into a fresh one (pooled) and
- * registers it on its stream, where the usual rules order it.
+ * A replay is one command. The scheduler runs a ready-made copy of the
+ * recording (an instance: one is built at end, more when back-to-back
+ * replays overlap, up to WEFT_REPLAY_INSTANCES; a replayer waits for a free
+ * one past that) or, when memory for an instance runs out, clones the
+ * recording into pooled commands. Each launch is registered on
+ * its stream, where the usual rules order it.
  *
  * Everything here runs on the scheduler, except the client calls at the end. */
 #include <inttypes.h>
@@ -24,16 +28,28 @@
 
 enum { CAP_PREPARE, CAP_BEGIN, CAP_END, CAP_ABORT, CAP_DESTROY };
 
+#define WEFT_REPLAY_INSTANCES 8u
+
+/* A copy of the recording the scheduler reuses: its commands are never
+ * pooled; its count tracks those placed and not yet retired. */
+typedef struct replay_instance {
+  cmd **cmds;
+  weft_replay_count count;
+} replay_instance;
+
 struct weft_capture {
   weft_device *dev;
-  _Atomic uint32_t state;   /* weft_capture_state; written by the scheduler */
-  _Atomic uint64_t nrec;    /* recorded launches */
-  uint64_t mask;            /* the slots it owns */
-  cmd *rec_head, *rec_tail; /* recorded launches, in order (linked through task.link) */
-  weft_status doom;         /* the first reason the recording cannot be kept */
-  weft_buf **primed;        /* buffers released during warm-up, freed at begin */
+  _Atomic uint32_t state;       /* weft_capture_state; written by the scheduler */
+  _Atomic uint64_t nrec;        /* recorded launches */
+  _Atomic uint32_t outstanding; /* replays issued whose instance has not finished */
+  uint64_t mask;                /* the slots it owns */
+  cmd *rec_head, *rec_tail;     /* recorded launches, in order (linked through task.link) */
+  weft_status doom;             /* the first reason the recording cannot be kept */
+  weft_buf **primed;            /* buffers released during warm-up, freed at begin */
   uint32_t nprimed, primed_cap;
   struct weft_capture *next_live; /* the device's live captures */
+  replay_instance inst[WEFT_REPLAY_INSTANCES];
+  uint32_t ninst;
 };
 
 static uint32_t state_of(const weft_capture *cap) {
@@ -176,7 +192,52 @@ static void free_primed(weft_device *dev, weft_capture *cap) {
   cap->nprimed = cap->primed_cap = 0;
 }
 
+static cmd *next_rec(const cmd *r) {
+  return r->task.link.next ? (cmd *)WEFT_TASK_OF(r->task.link.next) : NULL;
+}
+
+static void free_instances(weft_device *dev, weft_capture *cap) {
+  for (uint32_t k = 0; k < cap->ninst; k++) {
+    uint32_t i = 0;
+    for (cmd *r = cap->rec_head; r; r = next_rec(r), i++)
+      weft__free(&dev->alloc, cap->inst[k].cmds[i], r->bytes, 16);
+    weft__free(&dev->alloc, cap->inst[k].cmds, sizeof(cmd *) * atomic_load(&cap->nrec), 16);
+    cap->inst[k].cmds = NULL;
+    cap->inst[k].count.inflight = 0;
+  }
+  cap->ninst = 0;
+}
+
+/* Builds one more replay instance; NULL when at the limit or out of memory
+ * (replays then clone into pooled commands). */
+static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
+  uint64_t n = atomic_load(&cap->nrec);
+  if (cap->ninst == WEFT_REPLAY_INSTANCES || !n) return NULL;
+  {
+    replay_instance *in = &cap->inst[cap->ninst];
+    in->count.outstanding = &cap->outstanding;
+    in->cmds = weft__calloc(&dev->alloc, sizeof(cmd *) * n, 16);
+    if (!in->cmds) return NULL;
+    uint32_t i = 0;
+    for (cmd *r = cap->rec_head; r; r = next_rec(r), i++) {
+      cmd *c = weft__alloc(&dev->alloc, r->bytes, 16);
+      if (!c) {
+        while (i-- > 0) weft__free(&dev->alloc, in->cmds[i], r->bytes, 16);
+        weft__free(&dev->alloc, in->cmds, sizeof(cmd *) * n, 16);
+        in->cmds = NULL;
+        return NULL;
+      }
+      c->bytes = 0; /* never returned to a pool */
+      weft__launch_copy(c, r);
+      in->cmds[i] = c;
+    }
+    cap->ninst++;
+    return in;
+  }
+}
+
 static void free_recording(weft_device *dev, weft_capture *cap) {
+  free_instances(dev, cap);
   for (cmd *c = cap->rec_head, *next; c; c = next) {
     next = c->task.link.next ? (cmd *)WEFT_TASK_OF(c->task.link.next) : NULL;
     weft__launch_discard(dev, c);
@@ -207,6 +268,8 @@ static void release_slots(weft_device *dev, weft_capture *cap) {
 }
 
 static void abort_capture(weft_device *dev, weft_capture *cap) {
+  for (uint32_t k = 0; k < cap->ninst; k++) /* replays still use an instance */
+    if (cap->inst[k].count.inflight) weft__dev_drain(dev);
   release_slots(dev, cap);
   free_recording(dev, cap);
   weft_error_free(cap->doom);
@@ -259,8 +322,38 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
     set_state(cap, WEFT_CAPTURE_ABORTED);
     return why;
   }
+  build_instance(dev, cap); /* more are built when replays overlap */
   set_state(cap, WEFT_CAPTURE_READY);
   return NULL;
+}
+
+static void do_replay(weft_device *dev, weft_capture *cap) {
+  if (state_of(cap) != WEFT_CAPTURE_READY) return; /* aborted in between: nothing to run */
+  /* The client waited until fewer than WEFT_REPLAY_INSTANCES replays were
+   * outstanding, this one included: an instance is free or can be built,
+   * unless memory ran out. */
+  replay_instance *in = NULL;
+  for (uint32_t k = 0; k < cap->ninst && !in; k++)
+    if (!cap->inst[k].count.inflight) in = &cap->inst[k];
+  if (!in) in = build_instance(dev, cap);
+  uint32_t i = 0;
+  for (cmd *r = cap->rec_head; r; r = next_rec(r), i++) {
+    cmd *c = in ? in->cmds[i] : weft__cmd_new(dev, CMD_LAUNCH, r->bytes - WEFT_CMD_HEADER);
+    if (!c) { /* no memory for a clone: the launch fails, its outputs carry why */
+      weft__launch_fail(dev, r,
+                        weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, r->bytes,
+                                              "no memory to replay launch of '%s'",
+                                              dev->kernels[r->kernel].name));
+      continue;
+    }
+    if (!in) weft__launch_copy(c, r);
+    weft__launch_replay(dev, c, in ? &in->count : NULL);
+  }
+  /* Pooled clones tie up no instance; an instance that placed nothing is free. */
+  if (!in || !in->count.inflight) {
+    atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
+    weft__ec_notify(&dev->room);
+  }
 }
 
 static void unlink_live(weft_device *dev, weft_capture *cap) {
@@ -282,6 +375,10 @@ static void do_destroy(weft_device *dev, weft_capture *cap) {
 
 void weft__capture_process(weft_device *dev, cmd *c) {
   weft_capture *cap = c->data;
+  if (c->kind == CMD_REPLAY) {
+    do_replay(dev, cap);
+    return;
+  }
   weft_status st = NULL;
   switch ((int)c->offset) {
   case CAP_PREPARE:
@@ -363,9 +460,11 @@ weft_status weft_capture_abort(weft_capture *cap) {
   return call(cap, CAP_ABORT);
 }
 
-/* The client clones the recording (immutable once ended) into fresh
- * commands and queues them as one chain, in chunks that stay under the
- * back-pressure limit: the scheduler only pins and registers them. */
+static bool instance_free(void *arg) {
+  weft_capture *cap = arg;
+  return atomic_load_explicit(&cap->outstanding, memory_order_acquire) < WEFT_REPLAY_INSTANCES;
+}
+
 weft_status weft_capture_replay(weft_capture *cap) {
   if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
   weft_device *dev = cap->dev;
@@ -373,32 +472,14 @@ weft_status weft_capture_replay(weft_capture *cap) {
   if (st) return st;
   uint32_t s = state_of(cap);
   if (s != WEFT_CAPTURE_READY) return out_of_order("replay", s, "after a successful end");
-  uint64_t chunk = dev->max_pending / 2 ? dev->max_pending / 2 : 1;
-  if (chunk > 1024) chunk = 1024;
-  cmd *r = cap->rec_head;
-  while (r) {
-    cmd *first = NULL, *last = NULL;
-    for (uint64_t n = 0; r && n < chunk; n++) {
-      cmd *c = weft__launch_clone(dev, r);
-      if (!c) {
-        for (cmd *x = first, *nx; x; x = nx) {
-          nx = x->task.link.next ? (cmd *)WEFT_TASK_OF(x->task.link.next) : NULL;
-          weft__cmd_free(x);
-        }
-        return weft_error_make_sized(
-            WEFT_ERR_OUT_OF_MEMORY, r->bytes, "no memory to replay a launch%s",
-            first || r != cap->rec_head ? " (the launches before it were queued)" : "");
-      }
-      c->task.link.next = NULL;
-      if (last)
-        last->task.link.next = &c->task.link;
-      else
-        first = c;
-      last = c;
-      r = r->task.link.next ? (cmd *)WEFT_TASK_OF(r->task.link.next) : NULL;
-    }
-    weft__cmd_submit_chain(dev, first, last);
-  }
+  /* Back-pressure: at most WEFT_REPLAY_INSTANCES replays of one capture in
+   * flight (replay from one thread at a time per capture). */
+  weft__wait_room(dev, instance_free, cap);
+  atomic_fetch_add_explicit(&cap->outstanding, 1, memory_order_relaxed);
+  cmd *c = weft__cmd_new(dev, CMD_REPLAY, 0);
+  if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
+  c->data = cap;
+  weft__cmd_submit(dev, c);
   return NULL;
 }
 

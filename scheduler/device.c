@@ -40,27 +40,38 @@ static void combine(weft_device *dev);
 /* Waits (spin, then park) until fewer than max_pending commands are
  * pending. Only clients wait: the scheduler thread and the device's workers
  * retire commands, so making them wait could stall the device. */
-static void wait_for_room(weft_device *dev) {
-  uint64_t limit = dev->max_pending;
-  if (atomic_load_explicit(&dev->pending, memory_order_relaxed) < limit) return;
-  if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return;
-  atomic_fetch_add_explicit(&dev->backpressure_waits, 1, memory_order_relaxed);
-  if (dev->combining) { /* retire what is done, or have the scheduler thread do it */
+static bool room_for_one(void *arg) {
+  weft_device *dev = arg;
+  return atomic_load_explicit(&dev->pending, memory_order_acquire) < dev->max_pending;
+}
+
+/* Waits (spin, then park on the room event count, which every retirement
+ * pass signals) until |ready|. Combining clients first help retire. */
+void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg) {
+  if (ready(arg)) return;
+  if (dev->combining) {
     combine(dev);
     weft__signal_raise(&dev->wake);
   }
   for (int i = 0; i < 64; i++) {
-    if (atomic_load_explicit(&dev->pending, memory_order_acquire) < limit) return;
+    if (ready(arg)) return;
     weft__cpu_relax();
   }
-  while (atomic_load_explicit(&dev->pending, memory_order_acquire) >= limit) {
+  while (!ready(arg)) {
     uint32_t k = weft__ec_prepare(&dev->room);
-    if (atomic_load_explicit(&dev->pending, memory_order_acquire) < limit) {
+    if (ready(arg)) {
       weft__ec_cancel(&dev->room);
       return;
     }
     weft__ec_wait(&dev->room, k);
   }
+}
+
+static void wait_for_room(weft_device *dev) {
+  if (room_for_one(dev)) return;
+  if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return;
+  atomic_fetch_add_explicit(&dev->backpressure_waits, 1, memory_order_relaxed);
+  weft__wait_room(dev, room_for_one, dev);
 }
 
 cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
@@ -578,13 +589,6 @@ static void launch_arm(weft_device *dev, cmd *c) {
 }
 
 static void sched_launch(weft_device *dev, cmd *c) {
-  if (c->replayed) { /* resolved at recording; the recording keeps its buffers alive */
-    for (uint32_t i = 0; i < c->nb; i++)
-      if (c->bufs[i]) c->bufs[i]->pending++;
-    dev->stats.launches_replayed++;
-    weft__launch_register(dev, c);
-    return;
-  }
   dev->stats.launches++;
   if (dev->dry_depth) { /* measured, not run: resolves no resource */
     dev->stats.launches_dry++;
@@ -631,9 +635,12 @@ void weft__launch_discard(weft_device *dev, cmd *c) {
   weft__cmd_free(c);
 }
 
-cmd *weft__launch_clone(weft_device *dev, const cmd *r) {
-  cmd *c = weft__cmd_new(dev, CMD_LAUNCH, r->bytes - align8(sizeof(cmd)));
-  if (!c) return NULL;
+void weft__launch_fail(weft_device *dev, const cmd *r, weft_status err) {
+  dev->stats.launches_failed++;
+  fail_unstarted(dev, err, r->bufs, r->bindings, r->nb);
+}
+
+void weft__launch_copy(cmd *c, const cmd *r) {
   size_t bytes = c->bytes;
   /* The scalars end the used part of the command. */
   memcpy(c, r, (size_t)((const char *)r->scalars + r->scalar_bytes - (const char *)r));
@@ -645,6 +652,9 @@ cmd *weft__launch_clone(weft_device *dev, const cmd *r) {
   c->ptrs = (void **)((char *)r->ptrs + d);
   c->task.waits = (weft_stream_wait *)((char *)r->task.waits + d);
   c->scalars = (const char *)r->scalars + d;
+}
+
+void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) {
   memset(&c->task.link, 0, sizeof(c->task.link));
   c->task.nwaits = 0;
   c->task.fnext = NULL;
@@ -652,9 +662,13 @@ cmd *weft__launch_clone(weft_device *dev, const cmd *r) {
   c->result = OUT_NONE;
   c->error = NULL;
   c->preset = NULL;
+  c->instance = instance;
+  if (instance) instance->inflight++;
   c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
-  c->replayed = true; /* the scheduler pins its buffers, already resolved */
-  return c;
+  for (uint32_t i = 0; i < c->nb; i++) /* the recording keeps them alive; each run pins them */
+    if (c->bufs[i]) c->bufs[i]->pending++;
+  dev->stats.launches_replayed++;
+  weft__launch_register(dev, c);
 }
 
 static void sched_rw(weft_device *dev, cmd *c, bool write) {
@@ -834,7 +848,14 @@ static void complete(weft_device *dev, cmd *c) {
   default:
     break;
   }
-  weft__cmd_free(c);
+  if (c->instance) { /* a replay instance's command: the capture keeps it */
+    if (--c->instance->inflight == 0) { /* the instance is free: a replayer may wait for it */
+      atomic_fetch_sub_explicit(c->instance->outstanding, 1, memory_order_release);
+      weft__ec_notify(&dev->room);
+    }
+  } else {
+    weft__cmd_free(c);
+  }
 }
 
 /* Retires, in order, the tasks of |slot| up to |upto| (completed by its
@@ -905,7 +926,8 @@ static void sched_wait(weft_device *dev, bool inbox) {
 void weft__dev_process(weft_device *dev, cmd *c) {
   dev->stats.commands++;
   switch (c->kind) {
-  case CMD_CREATE:
+  case CMD_CREATE: /* a reservation sees the memory completed work gave back */
+    retire_all(dev);
     do_create(dev, c);
     weft__cmd_free(c);
     break;
@@ -953,6 +975,7 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     weft__cmd_free(c);
     break;
   case CMD_CAPTURE:
+  case CMD_REPLAY:
     weft__capture_process(dev, c);
     weft__cmd_free(c);
     break;

@@ -32,6 +32,7 @@ typedef enum cmd_kind {
   CMD_MEMORY,     /* a memory call: usage, report, cleanup, install, mode, dry run */
   CMD_FAILPOINTS, /* data: the spec */
   CMD_CAPTURE,    /* data: the capture; offset: the transition */
+  CMD_REPLAY,     /* data: the capture */
 } cmd_kind;
 
 typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED } outcome;
@@ -57,17 +58,25 @@ typedef struct cmd {
   weft_buf **bufs;            /* LAUNCH, READ, WRITE: resolved buffers */
   const void *scalars;
   size_t scalar_bytes;
-  weft_device_stats *stats_out; /* STATS */
-  struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
-  weft_status preset;           /* LAUNCH: resolution error, owned */
-  weft_failure_id p;            /* LAUNCH, WRITE: the provisional id of its write scope */
-  weft_error_kind inject;       /* LAUNCH: a failpoint makes it fail with this kind */
-  bool poison;                  /* LAUNCH: a failpoint poisons the device when it runs */
-  bool replayed;                /* LAUNCH: cloned from a recording, buffers resolved */
-  outcome result;               /* set by the worker */
-  weft_status error;            /* OUT_FAILED: the error (owned) */
-  weft_read_failure skip;       /* OUT_SKIPPED: the root and the input that carried it */
+  weft_device_stats *stats_out;       /* STATS */
+  struct weft_memory_call *mem;       /* MEMORY: the call, on the caller's stack */
+  weft_status preset;                 /* LAUNCH: resolution error, owned */
+  weft_failure_id p;                  /* LAUNCH, WRITE: the provisional id of its write scope */
+  weft_error_kind inject;             /* LAUNCH: a failpoint makes it fail with this kind */
+  bool poison;                        /* LAUNCH: a failpoint poisons the device when it runs */
+  struct weft_replay_count *instance; /* LAUNCH: the replay instance that owns it, or NULL */
+  outcome result;                     /* set by the worker */
+  weft_status error;                  /* OUT_FAILED: the error (owned) */
+  weft_read_failure skip;             /* OUT_SKIPPED: the root and the input that carried it */
 } cmd;
+
+/* A replay instance's bookkeeping (capture.c): its launches placed and not
+ * yet retired; when the last retires, the capture's count of replays in
+ * flight drops (a client waits on it for a free instance). */
+typedef struct weft_replay_count {
+  uint32_t inflight;
+  _Atomic uint32_t *outstanding;
+} weft_replay_count;
 
 typedef struct weft_kernel_entry {
   _Atomic uint32_t ready; /* release: the fields below are set */
@@ -103,6 +112,7 @@ typedef struct weft_batch {
   uint32_t n;
 } weft_batch;
 
+#define WEFT_CMD_HEADER    ((sizeof(cmd) + 7u) & ~(size_t)7u) /* arrays start here */
 #define WEFT_MAX_KERNELS   4096u
 #define WEFT_CMD_CLASSES   7u
 #define WEFT_CMD_CLASS_MIN ((size_t)512) /* command size classes: 512 B .. 32 KiB */
@@ -219,9 +229,16 @@ cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel ker
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *resolved, size_t nb, const void *scalars,
                         size_t scalar_bytes);
-/* A copy of a recorded launch |r|, numbered anew, for the scheduler to pin
- * and register (any thread: a recording is immutable once ended). */
-cmd *weft__launch_clone(weft_device *dev, const cmd *r);
+/* A launch that cannot run: its outputs carry |err|. */
+void weft__launch_fail(weft_device *dev, const cmd *r, weft_status err);
+/* Copies the recorded launch |r| into |c| (its arrays rebased). */
+void weft__launch_copy(cmd *c, const cmd *r);
+/* Runs |c| (a copy of a recorded launch) again: numbered anew, its buffers
+ * pinned, registered. |instance|: the in-flight count of the replay instance
+ * that owns |c| (not freed at retirement), or NULL for a pooled command. */
+void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance);
+/* Clients that wait for room (back-pressure, a free replay instance). */
+void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg);
 /* Scope id, failpoints, then SchedulerMultiStream registration. */
 void weft__launch_register(weft_device *dev, cmd *c);
 /* Drops a resolved launch that will not run (unpins, frees). */

@@ -35,7 +35,7 @@ static weft_capture *prepare_on(weft_device *dev, weft_stream_id s) {
   return cap;
 }
 
-Test(state_machine, every_transition_out_of_order_fails_and_changes_nothing) {
+Test(state_machine, every_transition_out_of_order_fails_and_changes_nothing, .timeout = 60) {
   env e = env_new();
   weft_capture *cap = prepare_on(e.dev, 0);
   EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "end is only allowed after begin");
@@ -74,7 +74,7 @@ Test(state_machine, every_transition_out_of_order_fails_and_changes_nothing) {
   env_close(&e);
 }
 
-Test(state_machine, bad_arguments_and_overlapping_windows_are_refused) {
+Test(state_machine, bad_arguments_and_overlapping_windows_are_refused, .timeout = 60) {
   env e = env_new();
   weft_capture *cap = (void *)&e;
   weft_stream_id s[2] = {0, 4}; /* both fold onto slot 0 of 4 */
@@ -105,7 +105,7 @@ static void step(weft_device *dev, const kernels *k, weft_buffer x, weft_buffer 
   sum(dev, k, 0, y, x, z, 0);
 }
 
-Test(replay, recording_runs_nothing_and_replays_match_eager_runs_with_fresh_inputs) {
+Test(replay, recording_runs_nothing_and_replays_match_eager_runs_with_fresh_inputs, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 0), z = make_buffer(e.dev, 0);
@@ -136,7 +136,7 @@ Test(replay, recording_runs_nothing_and_replays_match_eager_runs_with_fresh_inpu
   env_close(&e);
 }
 
-Test(replay, a_task_graph_over_several_streams_is_captured_and_replayed) {
+Test(replay, a_task_graph_over_several_streams_is_captured_and_replayed, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer a = make_buffer(e.dev, 0), b = make_buffer(e.dev, 0), c = make_buffer(e.dev, 0);
@@ -175,7 +175,7 @@ Test(replay, a_task_graph_over_several_streams_is_captured_and_replayed) {
   env_close(&e);
 }
 
-Test(window, warm_up_keeps_released_memory_until_begin) {
+Test(window, warm_up_keeps_released_memory_until_begin, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_capture *cap = prepare_on(e.dev, 0);
@@ -197,7 +197,7 @@ Test(window, warm_up_keeps_released_memory_until_begin) {
   env_close(&e);
 }
 
-Test(window, a_recording_that_allocates_or_writes_is_rejected) {
+Test(window, a_recording_that_allocates_or_writes_is_rejected, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);
@@ -228,7 +228,7 @@ Test(window, a_recording_that_allocates_or_writes_is_rejected) {
   env_close(&e);
 }
 
-Test(window, reservations_inside_are_served_only_from_room_already_held) {
+Test(window, reservations_inside_are_served_only_from_room_already_held, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.memory_capacity = 1u << 20;
@@ -249,7 +249,7 @@ Test(window, reservations_inside_are_served_only_from_room_already_held) {
   env_close(&e);
 }
 
-Test(window, no_host_sync_inside_and_cleanup_is_a_no_op) {
+Test(window, no_host_sync_inside_and_cleanup_is_a_no_op, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);
@@ -279,7 +279,7 @@ static weft_status k_fail(const weft_kernel_ctx *ctx, void *user) {
   return weft_error_make(WEFT_ERR_VALIDATION, "eager failure");
 }
 
-Test(window, a_launch_that_would_be_skipped_or_hits_a_failpoint_dooms_the_capture) {
+Test(window, a_launch_that_would_be_skipped_or_hits_a_failpoint_dooms_the_capture, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_kernel kf;
@@ -307,7 +307,7 @@ Test(window, a_launch_that_would_be_skipped_or_hits_a_failpoint_dooms_the_captur
   env_close(&e);
 }
 
-Test(lifetime, abort_gives_back_everything_and_destroy_waits_for_replays) {
+Test(lifetime, abort_gives_back_everything_and_destroy_waits_for_replays, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);
@@ -338,7 +338,7 @@ Test(lifetime, abort_gives_back_everything_and_destroy_waits_for_replays) {
   env_close(&e);
 }
 
-Test(lifetime, close_ends_live_captures_without_leaks) {
+Test(lifetime, close_ends_live_captures_without_leaks, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);
@@ -352,7 +352,7 @@ Test(lifetime, close_ends_live_captures_without_leaks) {
   env_close(&e); /* checks that nothing leaked */
 }
 
-Test(isolation, a_window_forces_the_sequential_path) {
+Test(isolation, a_window_forces_the_sequential_path, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.strategy = WEFT_STRATEGY_INTERLEAVE;
@@ -381,7 +381,7 @@ Test(isolation, a_window_forces_the_sequential_path) {
   env_close(&e);
 }
 
-Test(replay, replays_allocate_nothing_once_warm) {
+Test(replay, replays_allocate_nothing_once_warm, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.max_pending_commands = 256; /* replays wait for room: the pools stop growing */

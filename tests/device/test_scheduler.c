@@ -22,7 +22,7 @@
 
 /* ---- the stream pool ---------------------------------------------------------------------- */
 
-Test(stream_pool, logical_ids_fold_onto_the_pool_and_share_its_order) {
+Test(stream_pool, logical_ids_fold_onto_the_pool_and_share_its_order, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.max_streams = 4;
@@ -44,7 +44,7 @@ Test(stream_pool, logical_ids_fold_onto_the_pool_and_share_its_order) {
   env_close(&e);
 }
 
-Test(stream_pool, slots_are_created_lazily_and_questions_never_create_one) {
+Test(stream_pool, slots_are_created_lazily_and_questions_never_create_one, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.max_streams = 8;
@@ -79,7 +79,7 @@ static void *current_twice(void *arg) {
   return NULL;
 }
 
-Test(stream_pool, every_thread_has_its_own_stable_default_stream) {
+Test(stream_pool, every_thread_has_its_own_stable_default_stream, .timeout = 60) {
   ids r[4];
   pthread_t t[4];
   for (int i = 0; i < 4; i++) cr_assert_eq(pthread_create(&t[i], NULL, current_twice, &r[i]), 0);
@@ -95,7 +95,7 @@ Test(stream_pool, every_thread_has_its_own_stable_default_stream) {
 
 /* ---- batching ----------------------------------------------------------------------------- */
 
-Test(batching, a_batch_is_flushed_when_it_reaches_max_tasks) {
+Test(batching, a_batch_is_flushed_when_it_reaches_max_tasks, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.max_tasks = 4;
@@ -118,7 +118,7 @@ Test(batching, a_batch_is_flushed_when_it_reaches_max_tasks) {
   env_close(&e);
 }
 
-Test(batching, max_tasks_one_flushes_every_task) {
+Test(batching, max_tasks_one_flushes_every_task, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.max_tasks = 1;
@@ -134,7 +134,7 @@ Test(batching, max_tasks_one_flushes_every_task) {
   env_close(&e);
 }
 
-Test(batching, a_read_flushes_the_streams_that_hold_its_buffer) {
+Test(batching, a_read_flushes_the_streams_that_hold_its_buffer, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.scheduler = WEFT_SCHEDULER_THREAD; /* a combining client starts idle streams at once */
@@ -237,7 +237,7 @@ Test(strategies, interleave_and_sequential_give_the_same_results, .timeout = 120
   }
 }
 
-Test(strategies, interleave_runs_aligned_batches_on_one_stream) {
+Test(strategies, interleave_runs_aligned_batches_on_one_stream, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.scheduler = WEFT_SCHEDULER_THREAD; /* a combining client starts idle streams at once */
@@ -262,7 +262,7 @@ Test(strategies, interleave_runs_aligned_batches_on_one_stream) {
 
 /* ---- cross-stream hazards over three and more streams --------------------------------- */
 
-Test(hazards, read_after_write_across_a_chain_of_four_streams) {
+Test(hazards, read_after_write_across_a_chain_of_four_streams, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer a = make_buffer(e.dev, 0), b = make_buffer(e.dev, 1), c = make_buffer(e.dev, 2),
@@ -277,7 +277,7 @@ Test(hazards, read_after_write_across_a_chain_of_four_streams) {
   env_close(&e);
 }
 
-Test(hazards, write_after_read_waits_for_every_reader_on_other_streams) {
+Test(hazards, write_after_read_waits_for_every_reader_on_other_streams, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0), r1 = make_buffer(e.dev, 1), r2 = make_buffer(e.dev, 2);
@@ -294,7 +294,7 @@ Test(hazards, write_after_read_waits_for_every_reader_on_other_streams) {
   env_close(&e);
 }
 
-Test(hazards, write_after_write_keeps_program_order_over_three_streams) {
+Test(hazards, write_after_write_keeps_program_order_over_three_streams, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);
@@ -306,7 +306,7 @@ Test(hazards, write_after_write_keeps_program_order_over_three_streams) {
   env_close(&e);
 }
 
-Test(hazards, an_in_place_write_on_the_origin_after_a_sync_is_still_waited_for) {
+Test(hazards, an_in_place_write_on_the_origin_after_a_sync_is_still_waited_for, .timeout = 60) {
   /* The reference tracked the allocation's stream and cursor: after a sync,
    * a consumer on another stream no longer waited, even when the origin
    * wrote the buffer again in place. weft tracks the last writer. */
@@ -326,7 +326,7 @@ Test(hazards, an_in_place_write_on_the_origin_after_a_sync_is_still_waited_for) 
   env_close(&e);
 }
 
-Test(hazards, a_second_reader_on_a_stream_that_already_waited_elides_the_wait) {
+Test(hazards, a_second_reader_on_a_stream_that_already_waited_elides_the_wait, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1), z = make_buffer(e.dev, 1);
@@ -345,7 +345,8 @@ Test(hazards, a_second_reader_on_a_stream_that_already_waited_elides_the_wait) {
 
 /* ---- pinning ------------------------------------------------------------------------------ */
 
-Test(pinning, a_released_buffer_is_not_reused_while_a_consumer_on_another_stream_runs) {
+Test(pinning, a_released_buffer_is_not_reused_while_a_consumer_on_another_stream_runs,
+     .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1);
@@ -404,7 +405,7 @@ static void *relay_main(void *arg) {
   return NULL;
 }
 
-Test(linearizable, launches_handed_across_threads_run_in_submission_order) {
+Test(linearizable, launches_handed_across_threads_run_in_submission_order, .timeout = 60) {
   env e = env_new();
   relay r = {.dev = e.dev, .k = make_kernels(e.dev), .turn = 0, .rounds = 300};
   pthread_mutex_init(&r.mu, NULL);
@@ -440,7 +441,8 @@ static void *set_then_barrier(void *arg) {
   return NULL;
 }
 
-Test(linearizable, a_write_submitted_after_a_barrier_is_ordered_after_writes_before_it) {
+Test(linearizable, a_write_submitted_after_a_barrier_is_ordered_after_writes_before_it,
+     .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);

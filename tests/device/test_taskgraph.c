@@ -36,7 +36,7 @@ static weft_binding bd(weft_buffer b, uint64_t off, uint64_t size, weft_access a
   return (weft_binding){b, off, size, a};
 }
 
-Test(dependencies, every_hazard_kind_makes_an_edge_and_two_readers_do_not) {
+Test(dependencies, every_hazard_kind_makes_an_edge_and_two_readers_do_not, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 0), z = make_buffer(e.dev, 0);
@@ -70,7 +70,7 @@ Test(dependencies, every_hazard_kind_makes_an_edge_and_two_readers_do_not) {
   env_close(&e);
 }
 
-Test(dependencies, byte_ranges_decide_partial_overlaps_and_disjoint_halves) {
+Test(dependencies, byte_ranges_decide_partial_overlaps_and_disjoint_halves, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0); /* 256 bytes */
@@ -94,7 +94,7 @@ Test(dependencies, byte_ranges_decide_partial_overlaps_and_disjoint_halves) {
   env_close(&e);
 }
 
-Test(lanes, independent_chains_get_their_own_lanes_and_a_chain_keeps_one) {
+Test(lanes, independent_chains_get_their_own_lanes_and_a_chain_keeps_one, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.max_streams = 4;
@@ -256,7 +256,7 @@ static weft_status k_fail(const weft_kernel_ctx *ctx, void *user) {
   return weft_error_make(WEFT_ERR_VALIDATION, "graph node failed on purpose");
 }
 
-Test(failures, a_failing_node_skips_exactly_its_dependents) {
+Test(failures, a_failing_node_skips_exactly_its_dependents, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_kernel kfail;
@@ -293,7 +293,7 @@ Test(failures, a_failing_node_skips_exactly_its_dependents) {
   env_close(&e);
 }
 
-Test(introspection, dot_names_every_node_and_edge) {
+Test(introspection, dot_names_every_node_and_edge, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_kernel q;
@@ -316,7 +316,7 @@ Test(introspection, dot_names_every_node_and_edge) {
   env_close(&e);
 }
 
-Test(bad_input, every_call_refuses_bad_arguments_and_a_stale_buffer_queues_nothing) {
+Test(bad_input, every_call_refuses_bad_arguments_and_a_stale_buffer_queues_nothing, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_taskgraph *g = (void *)&e;
@@ -376,7 +376,7 @@ Test(bad_input, every_call_refuses_bad_arguments_and_a_stale_buffer_queues_nothi
   env_close(&e);
 }
 
-Test(results, a_graph_larger_than_the_back_pressure_limit_is_submitted_in_order) {
+Test(results, a_graph_larger_than_the_back_pressure_limit_is_submitted_in_order, .timeout = 60) {
   env e;
   env_options(&e);
   e.opts.max_pending_commands = 16;
