@@ -12,10 +12,10 @@
  * an input that carries a failure, a buffer created or written on the slots,
  * a read or sync on them (refused as well: no host sync inside a window).
  * A replay is one command. The scheduler runs a ready-made copy of the
- * recording (an instance: one is built at end, more when back-to-back
- * replays overlap, up to WEFT_REPLAY_INSTANCES; a replayer waits for a free
- * one past that) or, when memory for an instance runs out, clones the
- * recording into pooled commands. Each launch is registered on
+ * recording (an instance: end builds WEFT_REPLAY_INSTANCES of them, so that
+ * back-to-back replays overlap; a replayer waits for a free one past that)
+ * or, when memory for the instances ran out, clones the recording into
+ * pooled commands. Each launch is registered on
  * its stream, where the usual rules order it.
  *
  * Everything here runs on the scheduler, except the client calls at the end. */
@@ -28,7 +28,7 @@
 
 enum { CAP_PREPARE, CAP_BEGIN, CAP_END, CAP_ABORT, CAP_DESTROY };
 
-#define WEFT_REPLAY_INSTANCES 8u
+#define WEFT_REPLAY_INSTANCES 4u
 
 /* A copy of the recording the scheduler reuses: its commands are never
  * pooled; its count tracks those placed and not yet retired. */
@@ -134,6 +134,7 @@ bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c) {
   cap->rec_tail = c;
   atomic_fetch_add_explicit(&cap->nrec, 1, memory_order_relaxed);
   dev->stats.launches_recorded++;
+  weft__cmd_detach(dev, c);
   return true;
 }
 
@@ -209,7 +210,7 @@ static void free_instances(weft_device *dev, weft_capture *cap) {
 }
 
 /* Builds one more replay instance; NULL when at the limit or out of memory
- * (replays then clone into pooled commands). */
+ * (replays beyond the instances built then clone into pooled commands). */
 static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
   uint64_t n = atomic_load(&cap->nrec);
   if (cap->ninst == WEFT_REPLAY_INSTANCES || !n) return NULL;
@@ -322,20 +323,20 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
     set_state(cap, WEFT_CAPTURE_ABORTED);
     return why;
   }
-  build_instance(dev, cap); /* more are built when replays overlap */
+  while (build_instance(dev, cap)) { /* all now: a replay allocates nothing */
+  }
   set_state(cap, WEFT_CAPTURE_READY);
   return NULL;
 }
 
 static void do_replay(weft_device *dev, weft_capture *cap) {
   if (state_of(cap) != WEFT_CAPTURE_READY) return; /* aborted in between: nothing to run */
-  /* The client waited until fewer than WEFT_REPLAY_INSTANCES replays were
-   * outstanding, this one included: an instance is free or can be built,
-   * unless memory ran out. */
+  /* The client waited until at most WEFT_REPLAY_INSTANCES replays were
+   * outstanding, this one included: an instance is free, unless memory for
+   * them ran out. */
   replay_instance *in = NULL;
   for (uint32_t k = 0; k < cap->ninst && !in; k++)
     if (!cap->inst[k].count.inflight) in = &cap->inst[k];
-  if (!in) in = build_instance(dev, cap);
   uint32_t i = 0;
   for (cmd *r = cap->rec_head; r; r = next_rec(r), i++) {
     cmd *c = in ? in->cmds[i] : weft__cmd_new(dev, CMD_LAUNCH, r->bytes - WEFT_CMD_HEADER);

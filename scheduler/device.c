@@ -108,8 +108,8 @@ static void cmd_free_flush(weft_device *dev) {
     weft_freelist_push_chain(&dev->cmd_pool[k], dev->fc_head[k], dev->fc_tail[k]);
     dev->fc_head[k] = dev->fc_tail[k] = NULL;
   }
-  uint64_t n = dev->fc_n;
-  dev->fc_n = 0;
+  uint64_t n = dev->fc_pending;
+  dev->fc_n = dev->fc_pending = 0;
   atomic_fetch_sub_explicit(&dev->pending, n, memory_order_seq_cst);
   /* A waiting client may need room for several commands (a replay): wake
    * waiters on every pass; without one, this is a fence and a load. */
@@ -128,13 +128,23 @@ void weft__cmd_free(cmd *c) {
     else
       dev->fc_head[k] = &c->task.link;
     dev->fc_tail[k] = &c->task.link;
+    if (!c->detached) dev->fc_pending++;
     if (++dev->fc_n >= 256) cmd_free_flush(dev);
     return;
   }
+  bool counted = !c->detached;
   if (pooled)
     weft_freelist_push(&dev->cmd_pool[k], &c->task.link);
   else
     weft__free(&dev->alloc, c, c->bytes, 16);
+  if (counted) {
+    atomic_fetch_sub_explicit(&dev->pending, 1, memory_order_seq_cst);
+    weft__ec_notify(&dev->room);
+  }
+}
+
+void weft__cmd_detach(weft_device *dev, cmd *c) {
+  c->detached = true;
   atomic_fetch_sub_explicit(&dev->pending, 1, memory_order_seq_cst);
   weft__ec_notify(&dev->room);
 }
@@ -848,7 +858,7 @@ static void complete(weft_device *dev, cmd *c) {
   default:
     break;
   }
-  if (c->instance) { /* a replay instance's command: the capture keeps it */
+  if (c->instance) {                    /* a replay instance's command: the capture keeps it */
     if (--c->instance->inflight == 0) { /* the instance is free: a replayer may wait for it */
       atomic_fetch_sub_explicit(c->instance->outstanding, 1, memory_order_release);
       weft__ec_notify(&dev->room);

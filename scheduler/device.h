@@ -65,9 +65,10 @@ typedef struct cmd {
   weft_error_kind inject;             /* LAUNCH: a failpoint makes it fail with this kind */
   bool poison;                        /* LAUNCH: a failpoint poisons the device when it runs */
   struct weft_replay_count *instance; /* LAUNCH: the replay instance that owns it, or NULL */
-  outcome result;                     /* set by the worker */
-  weft_status error;                  /* OUT_FAILED: the error (owned) */
-  weft_read_failure skip;             /* OUT_SKIPPED: the root and the input that carried it */
+  bool detached;          /* kept by a recording: no longer counted against back-pressure */
+  outcome result;         /* set by the worker */
+  weft_status error;      /* OUT_FAILED: the error (owned) */
+  weft_read_failure skip; /* OUT_SKIPPED: the root and the input that carried it */
 } cmd;
 
 /* A replay instance's bookkeeping (capture.c): its launches placed and not
@@ -167,10 +168,10 @@ struct weft_device {
   /* Commands retired and not yet returned to their classes: returned in one
    * push per class, and the pending count lowered once, per retirement pass. */
   ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
-  uint64_t fc_n;
-  weft_host_pool *pool;   /* runs the streams */
-  weft_stream **streams;  /* [max_streams], created lazily */
-  weft_drop_queue *drops; /* [max_streams]: staged write bytes, fenced by the stream */
+  uint64_t fc_n, fc_pending; /* commands in the chains; of them, counted as pending */
+  weft_host_pool *pool;      /* runs the streams */
+  weft_stream **streams;     /* [max_streams], created lazily */
+  weft_drop_queue *drops;    /* [max_streams]: staged write bytes, fenced by the stream */
   struct weft_slot_ref {
     weft_device *dev;
     uint32_t slot;
@@ -193,6 +194,9 @@ struct weft_device {
  * the device's own workers never wait: they are what frees room). */
 cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra);
 void weft__cmd_free(cmd *c);
+/* A command a recording keeps (for the capture's lifetime) stops counting
+ * against back-pressure, or a long recording would block its own end. */
+void weft__cmd_detach(weft_device *dev, cmd *c);
 /* Queues |c| for the scheduler (and, when combining, schedules it). */
 void weft__cmd_submit(weft_device *dev, cmd *c);
 

@@ -309,6 +309,28 @@ static weft_status check_labels(const char *kernel, const int32_t *y, uint64_t l
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
+/* C[i, :] = sum_p A(i, p) B[p, :] over this block's rows, where A(i, p) is
+ * A[i * ai + p * ap] (A, or A transposed); B is row-major k x n. */
+static void matmul_rows(const weft_kernel_ctx *ctx, const mlp_mm_args *a, uint64_t ai,
+                        uint64_t ap) {
+  const float *A = ctx->buffers[0], *B = ctx->buffers[1];
+  float *C = ctx->buffers[2];
+  uint64_t lo, hi;
+  span(ctx, a->m, &lo, &hi);
+  double acc[CHUNK];
+  for (uint64_t i = lo; i < hi; i++)
+    for (uint64_t j0 = 0; j0 < a->n; j0 += CHUNK) {
+      uint64_t jn = a->n - j0 < CHUNK ? a->n - j0 : CHUNK;
+      for (uint64_t j = 0; j < jn; j++) acc[j] = 0;
+      for (uint64_t p = 0; p < a->k; p++) {
+        double x = A[i * ai + p * ap];
+        const float *b = B + p * a->n + j0;
+        for (uint64_t j = 0; j < jn; j++) acc[j] += x * (double)b[j];
+      }
+      for (uint64_t j = 0; j < jn; j++) C[i * a->n + j0 + j] = (float)acc[j];
+    }
+}
+
 weft_status mlp_k_matmul(const weft_kernel_ctx *ctx, void *user) {
   (void)user;
   static const char kn[] = "matmul";
@@ -317,22 +339,7 @@ weft_status mlp_k_matmul(const weft_kernel_ctx *ctx, void *user) {
   CHECK(expect(ctx, kn, 0, "A", a.m, a.k, sizeof(float)));
   CHECK(expect(ctx, kn, 1, "B", a.k, a.n, sizeof(float)));
   CHECK(expect(ctx, kn, 2, "C", a.m, a.n, sizeof(float)));
-  const float *A = ctx->buffers[0], *B = ctx->buffers[1];
-  float *C = ctx->buffers[2];
-  uint64_t lo, hi;
-  span(ctx, a.m, &lo, &hi);
-  double acc[CHUNK];
-  for (uint64_t i = lo; i < hi; i++)
-    for (uint64_t j0 = 0; j0 < a.n; j0 += CHUNK) {
-      uint64_t jn = a.n - j0 < CHUNK ? a.n - j0 : CHUNK;
-      for (uint64_t j = 0; j < jn; j++) acc[j] = 0;
-      for (uint64_t p = 0; p < a.k; p++) {
-        double x = A[i * a.k + p];
-        const float *b = B + p * a.n + j0;
-        for (uint64_t j = 0; j < jn; j++) acc[j] += x * (double)b[j];
-      }
-      for (uint64_t j = 0; j < jn; j++) C[i * a.n + j0 + j] = (float)acc[j];
-    }
+  matmul_rows(ctx, &a, a.k, 1);
   return NULL;
 }
 
@@ -344,22 +351,7 @@ weft_status mlp_k_matmul_tn(const weft_kernel_ctx *ctx, void *user) {
   CHECK(expect(ctx, kn, 0, "A", a.k, a.m, sizeof(float)));
   CHECK(expect(ctx, kn, 1, "B", a.k, a.n, sizeof(float)));
   CHECK(expect(ctx, kn, 2, "C", a.m, a.n, sizeof(float)));
-  const float *A = ctx->buffers[0], *B = ctx->buffers[1];
-  float *C = ctx->buffers[2];
-  uint64_t lo, hi;
-  span(ctx, a.m, &lo, &hi);
-  double acc[CHUNK];
-  for (uint64_t i = lo; i < hi; i++)
-    for (uint64_t j0 = 0; j0 < a.n; j0 += CHUNK) {
-      uint64_t jn = a.n - j0 < CHUNK ? a.n - j0 : CHUNK;
-      for (uint64_t j = 0; j < jn; j++) acc[j] = 0;
-      for (uint64_t p = 0; p < a.k; p++) {
-        double x = A[p * a.m + i];
-        const float *b = B + p * a.n + j0;
-        for (uint64_t j = 0; j < jn; j++) acc[j] += x * (double)b[j];
-      }
-      for (uint64_t j = 0; j < jn; j++) C[i * a.n + j0 + j] = (float)acc[j];
-    }
+  matmul_rows(ctx, &a, 1, a.m);
   return NULL;
 }
 
