@@ -1,12 +1,20 @@
 #include "core/sync.h"
 
+#include <errno.h>
 #include <linux/futex.h>
+#include <time.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 void weft__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+bool weft__futex_wait_ns(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+  return !(rc == -1 && errno == ETIMEDOUT);
 }
 
 void weft__futex_wake(_Atomic uint32_t *word, int count) {

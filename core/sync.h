@@ -35,6 +35,8 @@ void __tsan_release(void *addr);
 /* Blocks while *word == expected (spurious returns allowed). */
 void weft__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 void weft__futex_wake(_Atomic uint32_t *word, int count);
+/* As weft__futex_wait, for at most |ns|; false when it timed out. */
+bool weft__futex_wait_ns(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 /* One CPU relax hint. */
 void weft__cpu_relax(void);
 
@@ -61,6 +63,15 @@ static inline void weft__ec_wait(weft_eventcount *ec, uint32_t k) {
   weft__futex_wait(&ec->epoch, k);
   atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
 }
+/* As weft__ec_wait, for at most |ns|; false when it timed out. A parked
+ * thread that owes the device progress (the scheduler, the host pool) waits
+ * this way: a wake-up that never comes costs it |ns|, never a hang. */
+static inline bool weft__ec_wait_ns(weft_eventcount *ec, uint32_t k, uint64_t ns) {
+  bool woken = weft__futex_wait_ns(&ec->epoch, k, ns);
+  atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
+  return woken;
+}
+
 static inline void weft__ec_notify(weft_eventcount *ec) {
   atomic_thread_fence(memory_order_seq_cst);
   if (atomic_load_explicit(&ec->sleepers, memory_order_relaxed) != 0) {

@@ -930,7 +930,10 @@ static void sched_wait(weft_device *dev, bool inbox) {
     weft__ec_cancel(&dev->inbox.ec);
     return;
   }
-  weft__ec_wait(&dev->inbox.ec, k);
+  /* Timed: a wake-up that never came costs 100 ms, not a hang (counted). */
+  if (!weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(100000000)) &&
+      ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev)))
+    dev->stats.wakeups_recovered++;
 }
 
 void weft__dev_process(weft_device *dev, cmd *c) {
@@ -966,6 +969,7 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     dev->stats.failures_live = weft_graph_len(&dev->failures.graph);
     dev->stats.pending_peak = atomic_load(&dev->pending_peak);
     dev->stats.backpressure_waits = atomic_load(&dev->backpressure_waits);
+    dev->stats.streams_recovered = weft_host_pool_recovered(dev->pool);
     *c->stats_out = dev->stats;
     weft__token_complete(c->token, NULL);
     weft__cmd_free(c);
@@ -1118,7 +1122,7 @@ static void *combining_thread(weft_device *dev) {
       weft__ec_cancel(&dev->inbox.ec);
       continue;
     }
-    weft__ec_wait(&dev->inbox.ec, k);
+    weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(100000000)); /* then looks around anyway */
   }
   return NULL;
 }

@@ -84,6 +84,8 @@ weft_status weft_host_pool_create(const weft_allocator *alloc, weft_signal *prog
 /* Stops the pool's threads and frees its streams (every stream must be idle:
  * the owner retired all it submitted). */
 void weft_host_pool_destroy(weft_host_pool *p);
+/* Streams a timed-out park found stranded with work (should stay 0). */
+uint64_t weft_host_pool_recovered(const weft_host_pool *p);
 /* Starts a host stream on |pool| (and one more thread for the pool). */
 weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot, weft_stream **out);
 /* True when no thread runs |s| and none will without a new submission. */

@@ -20,8 +20,9 @@
 
 #include "core/alloc.h"
 
-#define READY_CAP  128u /* a power of two above WEFT_MAX_STREAMS */
-#define RUN_BUDGET 256u /* tasks a thread runs on one stream before requeueing it */
+#define READY_CAP    128u /* a power of two above WEFT_MAX_STREAMS */
+#define RUN_BUDGET   256u /* tasks a thread runs on one stream before requeueing it */
+#define WEFT_PARK_NS (100u * 1000u * 1000u) /* an idle thread looks around every 100 ms */
 
 struct weft_host_pool {
   const weft_allocator *alloc;
@@ -34,8 +35,9 @@ struct weft_host_pool {
     weft_stream *s;
   } cells[READY_CAP];
   weft_eventcount ready_ec;
-  _Atomic uint32_t nblocked; /* streams BLOCKED (or about to be) */
-  _Atomic uint32_t spinners; /* threads looking for a ready stream before parking */
+  _Atomic uint32_t nblocked;  /* streams BLOCKED (or about to be) */
+  _Atomic uint32_t spinners;  /* threads looking for a ready stream before parking */
+  _Atomic uint64_t recovered; /* streams found stranded by a timed-out park (should stay 0) */
   _Atomic uint32_t stop;
   _Atomic uint32_t nstreams;
   weft_stream *streams[WEFT_MAX_STREAMS]; /* published by nstreams (release) */
@@ -195,6 +197,32 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
   }
 }
 
+/* Defense in depth, after a park timed out: requeues any stream left with
+ * work and no thread (idle with queued tasks, or blocked on a position its
+ * origin has reached). The protocol above should leave none; each one found
+ * is counted. */
+static void rescue(weft_host_pool *p) {
+  uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++) {
+    weft_stream *x = p->streams[i];
+    uint32_t st = atomic_load_explicit(&x->state, memory_order_seq_cst), e = st;
+    bool stranded = false;
+    if (st == WEFT_STREAM_IDLE)
+      stranded = !weft_inbox_empty(&x->inbox);
+    else if (st == WEFT_STREAM_BLOCKED)
+      stranded = atomic_load_explicit(&atomic_load(&x->block_on)->completed,
+                                      memory_order_seq_cst) >= atomic_load(&x->block_seq);
+    if (!stranded || !atomic_compare_exchange_strong(&x->state, &e, WEFT_STREAM_QUEUED)) continue;
+    if (st == WEFT_STREAM_BLOCKED) atomic_fetch_sub_explicit(&p->nblocked, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->recovered, 1, memory_order_relaxed);
+    ready_push(p, x);
+  }
+}
+
+uint64_t weft_host_pool_recovered(const weft_host_pool *p) {
+  return p ? atomic_load_explicit(&((weft_host_pool *)p)->recovered, memory_order_relaxed) : 0;
+}
+
 static void *pool_main(void *arg) {
   weft_host_pool *p = arg;
   worker_ctx = p->ctx;
@@ -218,7 +246,7 @@ static void *pool_main(void *arg) {
       weft__ec_cancel(&p->ready_ec);
       continue;
     }
-    weft__ec_wait(&p->ready_ec, k);
+    if (!weft__ec_wait_ns(&p->ready_ec, k, WEFT_PARK_NS)) rescue(p);
   }
   return NULL;
 }

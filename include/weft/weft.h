@@ -514,6 +514,10 @@ typedef struct weft_device_stats {
   uint64_t launches_recorded;  /* launches recorded by captures (not run) */
   uint64_t launches_replayed;  /* launches issued by capture replays */
   uint64_t captures_live;      /* captures prepared and not yet destroyed */
+  /* Parked threads wake every 100 ms to look for work a lost wake-up left
+   * behind; these count what they found (both should stay 0). */
+  uint64_t wakeups_recovered; /* the scheduler found work after a timed-out park */
+  uint64_t streams_recovered; /* the host pool requeued a stream left with work */
 } weft_device_stats;
 /* A consistent snapshot taken by the scheduler after every command submitted
  * before the call. */

@@ -435,9 +435,15 @@ int main(int argc, char **argv) {
     if (st.buffers_live != SHARED + THREADS * OWN)
       fail("buffers_live %" PRIu64 ", expected %d", st.buffers_live, SHARED + THREADS * OWN);
     printf("phase 1: %" PRIu64 " launches (%" PRIu64 " run, %" PRIu64 " failed, %" PRIu64
-           " skipped), %" PRIu64 " cross-stream waits, %" PRIu64 " kernel calls\n",
+           " skipped), %" PRIu64 " cross-stream waits, %" PRIu64 " kernel calls; wake-ups "
+           "recovered: scheduler %" PRIu64 ", streams %" PRIu64 "\n",
            st.launches, st.launches_run, st.launches_failed, st.launches_skipped,
-           st.cross_stream_waits, atomic_load(&kernel_calls));
+           st.cross_stream_waits, atomic_load(&kernel_calls), st.wakeups_recovered,
+           st.streams_recovered);
+    /* A lost wake-up is recovered after 100 ms rather than hanging; when
+     * hunting for one, WEFT_STRICT_WAKEUPS=1 makes it a failure. */
+    if (getenv("WEFT_STRICT_WAKEUPS") && (st.wakeups_recovered || st.streams_recovered))
+      fail("a parked thread had to recover a lost wake-up");
   }
   for (int i = 0; i < SHARED && !atomic_load(&failed); i++) {
     uint32_t got[ELEMS];
