@@ -392,6 +392,13 @@ void weft__capture_process(weft_device *dev, cmd *c) {
     st = do_end(dev, cap);
     break;
   case CAP_ABORT:
+    if (state_of(cap) == WEFT_CAPTURE_RECORDING && cap->doom) {
+      /* Doomed and abandoned: both are reported (REFERENCE §7.6, 22). */
+      weft_status both[2] = {
+          cap->doom, weft_error_make(WEFT_ERR_GENERIC, "capture: abandoned while recording")};
+      cap->doom = NULL;
+      st = weft_error_several(both, 2);
+    }
     if (state_of(cap) != WEFT_CAPTURE_ABORTED) abort_capture(dev, cap);
     break;
   default:

@@ -431,7 +431,8 @@ WEFT_API weft_status weft_device_poisoned(weft_device *dev);
  * Memory cleanup of a capturing stream is a no-op. Every buffer a recording
  * uses stays alive until destroy, released or not. A transition out of order
  * fails with Generic and changes nothing; abort ends the window from any state
- * and returns everything the capture held. */
+ * and returns everything the capture held (aborting a doomed recording
+ * returns Several: the reason it was doomed, and the abandonment). */
 typedef struct weft_capture weft_capture;
 typedef enum {
   WEFT_CAPTURE_PREPARED = 1, /* warm-up */

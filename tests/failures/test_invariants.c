@@ -932,14 +932,43 @@ Test(invariant, i21_unallocated_memory) {
 
 /* ---- 22-23: capture and the success path ------------------------------------------------ */
 
+static weft_status i22_fail_kernel(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx;
+  (void)user;
+  return weft_error_make(WEFT_ERR_VALIDATION, "failed eagerly");
+}
+
+static weft_status i22_noop_kernel(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx;
+  (void)user;
+  return NULL;
+}
+
+/* A recording on stream 0 with one launch of |k| (reading |in|, writing
+ * |out|) inside the window; returns end's status, or abort's when |abandon|. */
+static weft_status i22_record(weft_device *dev, weft_kernel k, weft_buffer in, weft_buffer out,
+                              bool abandon) {
+  static const uint32_t one3[3] = {1, 1, 1};
+  weft_stream_id s = 0;
+  weft_capture *cap = NULL;
+  weft_status st = weft_capture_prepare(dev, &s, 1, &cap);
+  cr_assert_null(st);
+  cr_assert_null(weft_capture_begin(cap));
+  weft_binding b[2] = {{in, 0, WEFT_WHOLE, WEFT_READ}, {out, 0, WEFT_WHOLE, WEFT_WRITE}};
+  cr_assert_null(weft_launch(dev, s, k, one3, one3, b, 2, NULL, 0));
+  st = abandon ? weft_capture_abort(cap) : weft_capture_end(cap);
+  if (st) cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_ABORTED, "nothing is kept");
+  weft_capture_destroy(cap);
+  return st;
+}
+
 Test(invariant, i22_capture_is_doomed_by_a_failed_or_skipped_launch) {
   inv v;
   inv_open(&v);
   weft_failures *fs = &v.fs;
-
-  /* What this level gives a capture hook: a skip is decided before any scope
-   * is entered (read_failure finds the failure), and a failed scope leaves
-   * its real error on the write set. */
+  /* What the capture relies on from this level: a skip is decided before
+   * any scope is entered (read_failure finds the failure), and a failed
+   * scope leaves its real error on the write set. */
   weft_target a = TA(0, 8), b = TB(0, 8);
   weft_failure_id p = weft_failures_enter_write(fs, 0, &a, 1);
   weft_failures_exit_write(fs, p, &a, 1, boom("failed while recording"));
@@ -951,8 +980,50 @@ Test(invariant, i22_capture_is_doomed_by_a_failed_or_skipped_launch) {
   weft_failures_written(fs, (weft_target[]){a, b}, 2);
   inv_close(&v);
 
-  /* No capture exists at this level: nothing to doom, no end_capture to fail. */
-  cr_skip_test("capture arrives with the task-graph issue");
+  /* On a device: a launch inside the window that would be skipped (its input
+   * carries a failure) or that fails (a failpoint) makes end fail; doomed
+   * and abandoned, the capture reports Several. */
+  weft_device *dev = NULL;
+  cr_assert_null(weft_device_open(NULL, &dev));
+  weft_kernel kf, kn;
+  cr_assert_null(weft_kernel_host(dev, "fails", i22_fail_kernel, NULL, &kf));
+  cr_assert_null(weft_kernel_host(dev, "noop", i22_noop_kernel, NULL, &kn));
+  weft_buffer bad, clean, out;
+  cr_assert_null(weft_buffer_create(dev, 0, 64, &bad));
+  cr_assert_null(weft_buffer_create(dev, 0, 64, &clean));
+  cr_assert_null(weft_buffer_create(dev, 0, 64, &out));
+  static const uint32_t one3[3] = {1, 1, 1};
+  weft_binding w = {bad, 0, WEFT_WHOLE, WEFT_WRITE};
+  cr_assert_null(weft_launch(dev, 0, kf, one3, one3, &w, 1, NULL, 0)); /* bad is tainted */
+  uint8_t zero[64] = {0};
+  cr_assert_null(weft_buffer_write(dev, 0, clean, 0, zero, sizeof(zero)));
+
+  weft_status st = i22_record(dev, kn, bad, out, false); /* skipped inside the window */
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_GENERIC);
+  cr_assert_not_null(strstr(weft_error_message(st), "would be skipped"), "%s",
+                     weft_error_message(st));
+  weft_error_free(st);
+
+  weft_device_stats s;
+  cr_assert_null(weft_device_stats_get(dev, &s));
+  char spec[64];
+  snprintf(spec, sizeof(spec), "launch#%" PRIu64 "=Unknown", s.launches + 1);
+  cr_assert_null(weft_device_set_failpoints(dev, spec));
+  st = i22_record(dev, kn, clean, out, false); /* fails inside the window */
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_GENERIC);
+  cr_assert_not_null(strstr(weft_error_message(st), "failpoint"), "%s", weft_error_message(st));
+  weft_error_free(st);
+
+  st = i22_record(dev, kn, bad, out, true); /* doomed, then abandoned */
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_SEVERAL);
+  cr_assert_eq(weft_error_count(st), 2);
+  cr_assert_not_null(strstr(weft_error_message(weft_error_at(st, 0)), "would be skipped"));
+  cr_assert_not_null(strstr(weft_error_message(weft_error_at(st, 1)), "abandoned"));
+  weft_error_free(st);
+
+  st = i22_record(dev, kn, clean, out, false); /* clean: kept */
+  cr_assert_null(st);
+  weft_device_close(dev);
 }
 
 Test(invariant, i23_success_path_allocates_nothing) {
