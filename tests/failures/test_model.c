@@ -1177,6 +1177,12 @@ static void program(uint64_t seed, uint32_t steps) {
   if (st.failures_live != 0 || st.buffers_live != 0)
     MFAIL(m, "every buffer released: failures_live %" PRIu64 ", buffers_live %" PRIu64,
           st.failures_live, st.buffers_live);
+  /* A lost wake-up is recovered after 100 ms rather than hanging; when
+   * hunting for one, WEFT_STRICT_WAKEUPS=1 makes it a failure. */
+  if (getenv("WEFT_STRICT_WAKEUPS") && (st.wakeups_recovered || st.streams_recovered))
+    MFAIL(m,
+          "a parked thread recovered a lost wake-up (scheduler %" PRIu64 ", streams %" PRIu64 ")",
+          st.wakeups_recovered, st.streams_recovered);
   weft_device_close(m->dev);
   weft_alloc_counts c = weft_counting_allocator_counts(m->ca);
   if (c.live_blocks)
