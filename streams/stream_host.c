@@ -229,6 +229,10 @@ static void *pool_main(void *arg) {
   for (;;) {
     weft_stream *s = ready_pop(p);
     if (s) {
+      /* A push that found this thread still looking woke nobody: if more
+       * streams wait, pass the wake-up on, so none waits behind this one
+       * (whose kernels may block). */
+      if (!ready_empty(p)) weft__ec_notify_one(&p->ready_ec);
       run_stream(p, s);
       continue;
     }

@@ -483,3 +483,46 @@ Test(pool, sixty_four_streams_with_a_dependency_ring_complete, .timeout = 60) {
   for (int i = 0; i < 64; i++) EXPECT_OK(weft_buffer_release(e.dev, b[i]));
   env_close(&e);
 }
+
+/* Host kernels may block on one another outside weft's knowledge (here: a
+ * flag, no shared buffer). The pool has a thread per stream and passes
+ * wake-ups on, so the kernel that unblocks the other always gets a thread. */
+static _Atomic uint32_t flag_round;
+
+static weft_status k_wait_flag(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  const args *a = ctx->scalars;
+  for (int i = 0; i < 5000 && atomic_load(&flag_round) != a->value; i++) sleep_us(1000);
+  return atomic_load(&flag_round) == a->value
+             ? NULL
+             : weft_error_make(WEFT_ERR_GENERIC, "round %u: the flag never came", a->value);
+}
+
+static weft_status k_set_flag(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  const args *a = ctx->scalars;
+  atomic_store(&flag_round, a->value);
+  return NULL;
+}
+
+Test(pool, a_kernel_that_blocks_never_starves_another_stream, .timeout = 120) {
+  env e;
+  env_options(&e);
+  e.opts.max_streams = 4;
+  env_open(&e);
+  weft_kernel kw, ks;
+  EXPECT_OK(weft_kernel_host(e.dev, "wait_flag", k_wait_flag, NULL, &kw));
+  EXPECT_OK(weft_kernel_host(e.dev, "set_flag", k_set_flag, NULL, &ks));
+  weft_buffer a = make_buffer(e.dev, 0), b = make_buffer(e.dev, 1);
+  for (uint32_t round = 1; round <= 50; round++) {
+    args x = {round, 0};
+    weft_binding ba = {a, 0, WEFT_WHOLE, WEFT_READ_WRITE}, bb = {b, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+    EXPECT_OK(weft_launch(e.dev, 0, kw, one, one, &ba, 1, &x, sizeof(x))); /* blocks until ... */
+    EXPECT_OK(weft_launch(e.dev, 1, ks, one, one, &bb, 1, &x, sizeof(x))); /* ... this runs */
+    EXPECT_OK(weft_sync(e.dev, 0));
+    EXPECT_OK(weft_check(e.dev, &a, 1));
+  }
+  EXPECT_OK(weft_buffer_release(e.dev, a));
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
