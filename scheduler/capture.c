@@ -193,14 +193,10 @@ static void free_primed(weft_device *dev, weft_capture *cap) {
   cap->nprimed = cap->primed_cap = 0;
 }
 
-static cmd *next_rec(const cmd *r) {
-  return r->task.link.next ? (cmd *)WEFT_TASK_OF(r->task.link.next) : NULL;
-}
-
 static void free_instances(weft_device *dev, weft_capture *cap) {
   for (uint32_t k = 0; k < cap->ninst; k++) {
     uint32_t i = 0;
-    for (cmd *r = cap->rec_head; r; r = next_rec(r), i++)
+    for (cmd *r = cap->rec_head; r; r = weft__cmd_next(r), i++)
       weft__free(&dev->alloc, cap->inst[k].cmds[i], r->bytes, 16);
     weft__free(&dev->alloc, cap->inst[k].cmds, sizeof(cmd *) * atomic_load(&cap->nrec), 16);
     cap->inst[k].cmds = NULL;
@@ -220,7 +216,7 @@ static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
     in->cmds = weft__calloc(&dev->alloc, sizeof(cmd *) * n, 16);
     if (!in->cmds) return NULL;
     uint32_t i = 0;
-    for (cmd *r = cap->rec_head; r; r = next_rec(r), i++) {
+    for (cmd *r = cap->rec_head; r; r = weft__cmd_next(r), i++) {
       cmd *c = weft__alloc(&dev->alloc, r->bytes, 16);
       if (!c) {
         while (i-- > 0) weft__free(&dev->alloc, in->cmds[i], r->bytes, 16);
@@ -240,7 +236,7 @@ static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
 static void free_recording(weft_device *dev, weft_capture *cap) {
   free_instances(dev, cap);
   for (cmd *c = cap->rec_head, *next; c; c = next) {
-    next = c->task.link.next ? (cmd *)WEFT_TASK_OF(c->task.link.next) : NULL;
+    next = weft__cmd_next(c);
     weft__launch_discard(dev, c);
   }
   cap->rec_head = cap->rec_tail = NULL;
@@ -338,7 +334,7 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
   for (uint32_t k = 0; k < cap->ninst && !in; k++)
     if (!cap->inst[k].count.inflight) in = &cap->inst[k];
   uint32_t i = 0;
-  for (cmd *r = cap->rec_head; r; r = next_rec(r), i++) {
+  for (cmd *r = cap->rec_head; r; r = weft__cmd_next(r), i++) {
     cmd *c = in ? in->cmds[i] : weft__cmd_new(dev, CMD_LAUNCH, r->bytes - WEFT_CMD_HEADER);
     if (!c) { /* no memory for a clone: the launch fails, its outputs carry why */
       weft__launch_fail(dev, r,

@@ -158,12 +158,12 @@ static void cmd_pool_destroy(weft_device *dev) {
   }
 }
 
-void weft__cmd_submit(weft_device *dev, cmd *c) {
+void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last) {
   if (!dev->combining) {
-    weft_inbox_push(&dev->inbox, &c->task.link);
+    weft_inbox_push_chain(&dev->inbox, &first->task.link, &last->task.link);
     return;
   }
-  weft_inbox_push_chain_quiet(&dev->inbox, &c->task.link, &c->task.link);
+  weft_inbox_push_chain_quiet(&dev->inbox, &first->task.link, &last->task.link);
   if (weft__dev_scheduling() == dev) return; /* the holder's own loop takes it */
   if (weft_stream_worker_ctx() == dev) {     /* a pool thread never schedules: it could */
     weft__signal_raise(&dev->wake);          /* end up waiting for itself */
@@ -173,23 +173,12 @@ void weft__cmd_submit(weft_device *dev, cmd *c) {
   combine(dev);
 }
 
-static void cmd_submit(weft_device *dev, cmd *c) {
-  weft__cmd_submit(dev, c);
+void weft__cmd_submit(weft_device *dev, cmd *c) {
+  weft__cmd_submit_chain(dev, c, c);
 }
 
-void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last) {
-  if (!dev->combining) {
-    weft_inbox_push_chain(&dev->inbox, &first->task.link, &last->task.link);
-    return;
-  }
-  weft_inbox_push_chain_quiet(&dev->inbox, &first->task.link, &last->task.link);
-  if (weft__dev_scheduling() == dev) return;
-  if (weft_stream_worker_ctx() == dev) {
-    weft__signal_raise(&dev->wake);
-    return;
-  }
-  atomic_thread_fence(memory_order_seq_cst);
-  combine(dev);
+static void cmd_submit(weft_device *dev, cmd *c) {
+  weft__cmd_submit(dev, c);
 }
 
 static weft_status install_failpoints(weft_device *dev, const char *spec);

@@ -197,6 +197,10 @@ void weft__cmd_free(cmd *c);
 /* A command a recording keeps (for the capture's lifetime) stops counting
  * against back-pressure, or a long recording would block its own end. */
 void weft__cmd_detach(weft_device *dev, cmd *c);
+/* The command after |c| in a chain linked through task.link, or NULL. */
+static inline cmd *weft__cmd_next(const cmd *c) {
+  return (cmd *)weft_task_next(&c->task);
+}
 /* Queues |c| for the scheduler (and, when combining, schedules it). */
 void weft__cmd_submit(weft_device *dev, cmd *c);
 

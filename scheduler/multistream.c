@@ -111,7 +111,7 @@ static weft_task *take_batch(weft_device *dev, uint32_t slot) {
   weft_batch *bt = &dev->batches[slot];
   weft_task *t = bt->head;
   uint64_t bit = UINT64_C(1) << slot;
-  for (weft_task *x = t; x; x = x->link.next ? WEFT_TASK_OF(x->link.next) : NULL) {
+  for (weft_task *x = t; x; x = weft_task_next(x)) {
     bool write;
     weft_buf *b;
     for (uint32_t i = 0; i < cmd_nbufs((cmd *)x); i++)
@@ -120,10 +120,6 @@ static weft_task *take_batch(weft_device *dev, uint32_t slot) {
   bt->head = bt->tail = NULL;
   bt->n = 0;
   return t;
-}
-
-static weft_task *next_of(weft_task *t) {
-  return t->link.next ? WEFT_TASK_OF(t->link.next) : NULL;
 }
 
 void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
@@ -150,7 +146,7 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
       for (uint32_t i = 0; i < k; i++) {
         weft_task *t = q[i];
         if (!t) continue;
-        q[i] = next_of(t);
+        q[i] = weft_task_next(t);
         more |= q[i] != NULL;
         if (i) dev->stats.tasks_interleaved++;
         place(dev, s, (cmd *)t, &head, &tail);
@@ -163,7 +159,7 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
     weft_stream *s = dev->streams[ids[i]];
     weft_task *head = NULL, *tail = NULL;
     for (weft_task *t = q[i], *nx; t; t = nx) {
-      nx = next_of(t);
+      nx = weft_task_next(t);
       place(dev, s, (cmd *)t, &head, &tail);
     }
     weft_stream_submit(s, head, tail);

@@ -177,7 +177,7 @@ weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
                                   nd->bindings, nd->nb, nd->scalars, nd->scalar_bytes);
       if (!c) {
         for (cmd *x = first, *nx; x; x = nx) {
-          nx = x->task.link.next ? (cmd *)WEFT_TASK_OF(x->task.link.next) : NULL;
+          nx = weft__cmd_next(x);
           weft__cmd_free(x);
         }
         return oom(sizeof(cmd), at ? "the rest of a graph submission (the first nodes were queued)"

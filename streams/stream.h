@@ -57,14 +57,18 @@ struct weft_task {
 
 #define WEFT_TASK_OF(entry) ((weft_task *)((char *)(entry)-offsetof(weft_task, link)))
 
+/* The task after |t| in a chain linked through link.next, or NULL. */
+static inline weft_task *weft_task_next(const weft_task *t) {
+  return t->link.next ? WEFT_TASK_OF(t->link.next) : NULL;
+}
+
 struct weft_stream {
   uint32_t slot;
   uint64_t submitted; /* owner-owned: the last position handed out */
   weft_host_pool *pool;
   /* Written by the thread running the stream, read by every waiter. */
   _Alignas(64) _Atomic uint64_t completed;
-  weft_eventcount done_ec;        /* the owner's waits (weft_stream_wait_for) park here */
-  _Atomic uint64_t waits_blocked; /* waits that found the origin not yet done */
+  weft_eventcount done_ec; /* the owner's waits (weft_stream_wait_for) park here */
   /* The owner pushes, the running thread takes. */
   _Alignas(64) weft_inbox inbox;
   /* Scheduling state (see stream_host.c). */

@@ -98,7 +98,6 @@ static bool ready_empty(weft_host_pool *p) {
 
 void weft_stream_wait_for(weft_stream *s, uint64_t seq) {
   if (atomic_load_explicit(&s->completed, memory_order_acquire) >= seq) return;
-  atomic_fetch_add_explicit(&s->waits_blocked, 1, memory_order_relaxed);
   for (int i = 0; i < 256; i++) {
     if (atomic_load_explicit(&s->completed, memory_order_acquire) >= seq) return;
     weft__cpu_relax();
@@ -167,7 +166,6 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
     if (w) {
       weft_stream *o = w->stream;
       uint64_t need = w->seq;
-      atomic_fetch_add_explicit(&o->waits_blocked, 1, memory_order_relaxed);
       atomic_store_explicit(&s->block_on, o, memory_order_relaxed);
       atomic_store_explicit(&s->block_seq, need, memory_order_relaxed);
       atomic_fetch_add_explicit(&p->nblocked, 1, memory_order_seq_cst);
