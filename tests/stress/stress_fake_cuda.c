@@ -84,6 +84,9 @@ static fake_cuda_stat_fn fc_stat;
 static CUcontext ctx;
 static CUfunction f_fill, f_axpy, f_spin;
 static CUstream streams[THREADS][2];
+/* Every thread's capture ends before any thread queries the others'
+ * streams: querying a capturing stream invalidates its capture. */
+static pthread_barrier_t captured;
 static CUevent events[THREADS];
 static atomic_int failed;
 static atomic_uint host_calls;
@@ -166,6 +169,7 @@ static void *run(void *arg) {
   CK(cu.StreamEndCapture(s1, &g));
   CK(cu.GraphInstantiateWithFlags(&exec, g, 0));
   CK(cu.GraphDestroy(g));
+  pthread_barrier_wait(&captured);
 
   CK(cu.LaunchKernel(f_fill, N / 128, 1, 1, 128, 1, 1, 0, s1, fill_b, NULL));
   for (int round = 0; round < w->rounds; round++) {
@@ -348,11 +352,13 @@ int main(int argc, char **argv) {
   }
   pthread_t th[THREADS];
   struct work w[THREADS];
+  pthread_barrier_init(&captured, NULL, THREADS);
   for (int t = 0; t < THREADS; t++) {
     w[t] = (struct work){t, rounds};
     pthread_create(&th[t], NULL, run, &w[t]);
   }
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+  pthread_barrier_destroy(&captured);
   CK(cu.CtxSynchronize());
   for (int t = 0; t < THREADS; t++) {
     CK(cu.StreamDestroy(streams[t][0]));
