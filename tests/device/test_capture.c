@@ -361,10 +361,16 @@ Test(isolation, a_window_forces_the_sequential_path, .timeout = 60) {
   env_open(&e);
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1), z = make_buffer(e.dev, 2);
-  /* Outside a window, the sum on 2 aligns 0 and 1 onto one stream. */
+  /* Outside a window, the sum on 2 aligns 0 and 1 onto one stream (the
+   * three reach the scheduler together: no idle flush between). */
+  weft_buffer slow = make_buffer(e.dev, 3);
+  hold h;
+  hold_begin(&h, e.dev, &k, slow, 3, 0, 200);
   set(e.dev, &k, 0, x, 1, 0);
   set(e.dev, &k, 1, y, 2, 0);
   sum(e.dev, &k, 2, x, y, z, 0);
+  hold_end(&h);
+  EXPECT_OK(weft_buffer_release(e.dev, slow));
   expect_all(e.dev, 2, z, 3, "z");
   uint64_t interleaved = stats_of(e.dev).tasks_interleaved;
   cr_assert_gt(interleaved, 0);

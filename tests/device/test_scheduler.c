@@ -105,13 +105,20 @@ Test(batching, a_batch_is_flushed_when_it_reaches_max_tasks, .timeout = 60) {
   set(e.dev, &k, 0, x, 0, 0);
   EXPECT_OK(weft_sync(e.dev, 0));
   weft_device_stats before = stats_of(e.dev);
-  /* The first task is held back until the other three join it. */
-  inc(e.dev, &k, 0, x, 1, 100000);
-  for (int i = 0; i < 11; i++) inc(e.dev, &k, 0, x, 1, 0);
+  /* The 12 launches reach the scheduler in one push (a task graph), so no
+   * idle flush can split them: they form batches of 4 as they register. */
+  weft_taskgraph *g;
+  EXPECT_OK(weft_taskgraph_create(e.dev, &g));
+  weft_binding b = {x, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  args a = {1, 0};
+  for (int i = 0; i < 12; i++)
+    EXPECT_OK(weft_taskgraph_add_launch(g, k.inc, one, one, &b, 1, &a, sizeof(a), NULL));
+  EXPECT_OK(weft_taskgraph_submit(g, 0));
+  weft_taskgraph_destroy(g);
   expect_all(e.dev, 0, x, 12, "x after 12 increments");
   weft_device_stats after = stats_of(e.dev);
   cr_assert_geq(after.batches_full - before.batches_full, 2,
-                "12 tasks in batches of 4: at least 2 full batches while the first one ran "
+                "12 tasks in one push, batches of 4: at least 2 full batches "
                 "(%" PRIu64 ")",
                 after.batches_full - before.batches_full);
   EXPECT_OK(weft_buffer_release(e.dev, x));
@@ -141,14 +148,18 @@ Test(batching, a_read_flushes_the_streams_that_hold_its_buffer, .timeout = 60) {
   e.opts.max_tasks = 1000;                  /* nothing flushes on size */
   env_open(&e);
   kernels k = make_kernels(e.dev);
-  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1), slow = make_buffer(e.dev, 3);
+  hold h; /* both launches reach the scheduler together: no idle flush between */
+  hold_begin(&h, e.dev, &k, slow, 3, 0, 200);
   set(e.dev, &k, 0, x, 5, 0);
   add(e.dev, &k, 1, x, y, 1, 0); /* registering it on 1 aligns stream 0 */
+  hold_end(&h);
   expect_all(e.dev, 2, y, 6, "a read on a third stream sees y");
   weft_device_stats s = stats_of(e.dev);
   cr_assert_geq(s.align_flushes, 1, "the add aligned the stream that wrote x");
   EXPECT_OK(weft_buffer_release(e.dev, x));
   EXPECT_OK(weft_buffer_release(e.dev, y));
+  EXPECT_OK(weft_buffer_release(e.dev, slow));
   env_close(&e);
 }
 
@@ -246,10 +257,16 @@ Test(strategies, interleave_runs_aligned_batches_on_one_stream, .timeout = 60) {
   env_open(&e);
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 1), z = make_buffer(e.dev, 2);
-  /* x and y are pending on streams 0 and 1; the sum on 2 aligns both. */
+  weft_buffer slow = make_buffer(e.dev, 3);
+  /* x and y are pending on streams 0 and 1; the sum on 2 aligns both (all
+   * three reach the scheduler together: no idle flush between). */
+  hold h;
+  hold_begin(&h, e.dev, &k, slow, 3, 0, 200);
   set(e.dev, &k, 0, x, 1, 0);
   set(e.dev, &k, 1, y, 2, 0);
   sum(e.dev, &k, 2, x, y, z, 0);
+  hold_end(&h);
+  EXPECT_OK(weft_buffer_release(e.dev, slow));
   expect_all(e.dev, 2, z, 3, "z");
   weft_device_stats s = stats_of(e.dev);
   cr_assert_geq(s.tasks_interleaved, 1, "stream 1's set ran on stream 0's queue");

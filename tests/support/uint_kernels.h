@@ -6,6 +6,7 @@
 #ifndef WEFT_TESTS_UINT_KERNELS_H
 #define WEFT_TESTS_UINT_KERNELS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
@@ -140,6 +141,36 @@ static inline void expect_all(weft_device *dev, weft_stream_id s, weft_buffer bu
   EXPECT_OK(weft_buffer_read(dev, s, buf, 0, got, BYTES));
   for (int i = 0; i < ELEMS; i++)
     cr_assert_eq(got[i], want, "%s: element %d is %u, expected %u", what, i, got[i], want);
+}
+
+/* Holding the scheduler, so that launches submitted meanwhile reach it in
+ * one take (no idle flush between them): a slow kernel runs on |slow_stream|
+ * and another thread asks for a memory cleanup of |stream|, which makes the
+ * scheduler drain (wait for that kernel) while the caller submits. |ms| is
+ * the kernel's length; hold_end joins the thread. */
+typedef struct hold {
+  weft_device *dev;
+  weft_stream_id stream;
+  pthread_t thread;
+} hold;
+
+static inline void *hold_cleanup(void *arg) {
+  hold *h = arg;
+  weft_error_free(weft_memory_cleanup(h->dev, h->stream));
+  return NULL;
+}
+
+static inline void hold_begin(hold *h, weft_device *dev, const kernels *k, weft_buffer slow_buf,
+                              weft_stream_id slow_stream, weft_stream_id stream, unsigned ms) {
+  h->dev = dev;
+  h->stream = stream;
+  inc(dev, k, slow_stream, slow_buf, 1, ms * 1000u);
+  cr_assert_eq(pthread_create(&h->thread, NULL, hold_cleanup, h), 0);
+  sleep_us(ms * 1000u / 4); /* the scheduler is draining by now */
+}
+
+static inline void hold_end(hold *h) {
+  pthread_join(h->thread, NULL);
 }
 
 #endif
