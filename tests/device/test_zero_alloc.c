@@ -58,7 +58,10 @@ Test(zero_alloc, one_hundred_thousand_launches_allocate_nothing_once_warm, .time
   for (int i = 0; i < WARM; i++) OK(weft_launch(dev, 0, k, g, g, bd, 4, NULL, 0));
   atomic_store(&gate, 1);
   OK(weft_sync(dev, 0));
-  for (int i = 0; i < 10; i++) {
+  /* Then the measured workload itself once: the pools' high-water mark
+   * depends on how far retirement lags (more with a combining scheduler),
+   * and growth up to it is not a per-launch cost. */
+  for (int i = 0; i < 10 + N / BATCH; i++) {
     for (int j = 0; j < BATCH; j++) OK(weft_launch(dev, 0, k, g, g, bd, 4, NULL, 0));
     OK(weft_sync(dev, 0));
   }
@@ -73,7 +76,7 @@ Test(zero_alloc, one_hundred_thousand_launches_allocate_nothing_once_warm, .time
   weft_alloc_counts after = weft_counting_allocator_counts(ca);
   cr_assert_eq(after.allocs, before.allocs, "%llu allocations over %d launches once warm",
                (unsigned long long)(after.allocs - before.allocs), N);
-  cr_assert_eq(atomic_load(&calls), (uint64_t)(WARM + 10 * BATCH + N));
+  cr_assert_eq(atomic_load(&calls), (uint64_t)(WARM + 10 * BATCH + 2 * N));
   cr_assert_eq(st.launches_failed + st.launches_skipped, 0);
   float got = 0;
   OK(weft_buffer_read(dev, 0, b[3], 0, &got, sizeof(got)));
