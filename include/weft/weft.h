@@ -265,6 +265,29 @@ typedef weft_status (*weft_host_kernel_fn)(const weft_kernel_ctx *ctx, void *use
 /* Registers a host kernel; |name| is copied (1..255 bytes). */
 WEFT_API weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn,
                                       void *user, weft_kernel *out);
+/* ---- CUDA kernels (WEFT_BACKEND_CUDA) -----------------------------------------------------
+ * A CUDA device runs kernels from modules; host kernels run on the host
+ * backend only (each call answers UnsupportedIoOperation on the other). */
+typedef struct {
+  uint64_t id;
+} weft_module;
+/* Loads a PTX text, cubin or fatbin image of |bytes| bytes
+ * (cuModuleLoadData; PTX need not be NUL-terminated). A bad image or a JIT
+ * failure is LaunchCompilation. Modules live until the device closes. */
+WEFT_API weft_status weft_module_load(weft_device *dev, const void *image, size_t bytes,
+                                      weft_module *out);
+/* The kernel |entry| of |module| (NotFound when the module has none), named
+ * |entry| in reports. |params| spells cuLaunchKernel's parameters in order:
+ * 'b' is the next binding's device address (its buffer's base plus the
+ * binding's offset), '1' '2' '4' '8' the next scalar of that many bytes from
+ * the launch's scalar block, laid out like a C struct (each scalar at a
+ * multiple of its size). E.g. axpy(float a, const float *x, float *y,
+ * unsigned n) is "4bb4" with the scalars struct { float a; unsigned n; }.
+ * weft_launch then checks the bindings and scalar bytes against it. At most
+ * 64 parameters. */
+WEFT_API weft_status weft_kernel_cuda(weft_device *dev, weft_module module, const char *entry,
+                                      const char *params, weft_kernel *out);
+
 /* Async; returns only argument errors (bad handles, ranges, dimensions).
  * Execution failures taint the launch's written bindings. */
 WEFT_API weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
@@ -519,6 +542,11 @@ typedef struct weft_device_stats {
    * behind; these count what they found (both should stay 0). */
   uint64_t wakeups_recovered; /* the scheduler found work after a timed-out park */
   uint64_t streams_recovered; /* the host pool requeued a stream left with work */
+  /* CUDA backend (0 on the host backend). */
+  uint64_t gpu_event_waits;    /* cuStreamWaitEvent issued for cross-stream waits */
+  uint64_t gpu_waits_complete; /* cross-stream waits already complete on the host: none issued */
+  uint64_t gpu_events_created; /* events the streams' pools created (flat after warm-up) */
+  uint64_t gpu_marks;          /* completion marks (host functions) enqueued */
 } weft_device_stats;
 /* A consistent snapshot taken by the scheduler after every command submitted
  * before the call. */
