@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "streams/cuda_backend.h"
 
 /* ---- commands -------------------------------------------------------------------------- */
 
@@ -344,7 +343,8 @@ static void fence_wait(void *ctx, uint64_t seq) {
 
 static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
   if (!dev->streams[slot]) {
-    weft_status st = weft_stream_host_create(dev->pool, slot, &dev->streams[slot]);
+    weft_status st = dev->gpu ? weft__gpu_stream_create(dev, slot, &dev->streams[slot])
+                              : weft_stream_host_create(dev->pool, slot, &dev->streams[slot]);
     if (st) {
       *err = st;
       return NULL;
@@ -401,6 +401,14 @@ static void poison(weft_device *dev, weft_status why) {
   if (fn) fn(atomic_load_explicit(&dev->on_poison_user, memory_order_acquire), why);
 }
 
+void weft__dev_poison(weft_device *dev, weft_status why) {
+  poison(dev, why);
+}
+
+bool weft__dev_poisoned(const weft_device *dev) {
+  return poisoned(dev);
+}
+
 static void run_write(weft_task *t) {
   cmd *c = (cmd *)t;
   weft_buf *b = c->bufs[0];
@@ -410,7 +418,17 @@ static void run_write(weft_task *t) {
   }
   c->result = OUT_RUN;
   if (!b->ptr) return; /* unallocated: the buffer keeps the reason */
-  memcpy(buf_ptr(b, c->offset), c->data, c->len);
+  if (c->dev->gpu) {
+    weft_status err = weft__gpu_write(c->dev, c);
+    if (err) { /* the bytes were not written: the range carries why */
+      c->result = OUT_FAILED;
+      c->error = err;
+      weft_taint_set(&b->exec, &c->dev->alloc, NULL, range_of(c->offset, c->len), c->p);
+      return;
+    }
+  } else {
+    memcpy(buf_ptr(b, c->offset), c->data, c->len);
+  }
   weft_taint_written(&b->exec, &c->dev->alloc, NULL, range_of(c->offset, c->len));
 }
 
@@ -425,12 +443,22 @@ static void run_read(weft_task *t) {
     return;
   }
   c->result = OUT_RUN;
-  if (b->ptr && c->len) memcpy(c->data, buf_ptr(b, c->offset), c->len);
+  if (!b->ptr || !c->len) return;
+  if (!c->dev->gpu) {
+    memcpy(c->data, buf_ptr(b, c->offset), c->len);
+    return;
+  }
+  weft_status err = weft__gpu_read(c->dev, c);
+  if (err) {
+    c->result = OUT_FAILED;
+    c->error = err;
+  }
 }
 
 static void run_barrier(weft_task *t) {
   cmd *c = (cmd *)t;
   c->result = poisoned(c->dev) ? OUT_POISONED : OUT_RUN;
+  if (c->dev->gpu) return; /* a GPU barrier is answered when it retires */
   weft__token_complete(c->token,
                        c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
 }
@@ -489,6 +517,19 @@ static void run_launch(weft_task *t) {
   if (c->inject != WEFT_OK) {
     fail_launch(c, weft_error_make(c->inject, "failpoint: launch %" PRIu64 " of kernel '%s'",
                                    c->launch_no, dev->kernels[c->kernel].name));
+    return;
+  }
+  if (dev->gpu) {
+    weft_status err = weft__gpu_launch(dev, c);
+    if (err) {
+      fail_launch(c, err);
+      return;
+    }
+    for (uint32_t i = 0; i < c->nb; i++)
+      if (is_write(c->bindings[i].access))
+        weft_taint_written(&c->bufs[i]->exec, &dev->alloc, NULL,
+                           range_of(c->bindings[i].offset, c->bindings[i].size));
+    c->result = OUT_RUN;
     return;
   }
   uint64_t sizes[WEFT_MAX_BINDINGS];
@@ -818,15 +859,26 @@ static void complete_launch(weft_device *dev, cmd *c) {
 
 static void complete(weft_device *dev, cmd *c) {
   dev->inflight--;
+  /* A GPU fault stops everything queued: nothing retired after the device
+   * was poisoned can be trusted to have run. */
+  if (dev->gpu && poisoned(dev) && c->result != OUT_NONE) {
+    weft_error_free(c->error);
+    c->error = NULL;
+    c->result = OUT_POISONED;
+  }
   switch (c->kind) {
   case CMD_LAUNCH:
     complete_launch(dev, c);
     break;
   case CMD_WRITE: {
     weft_buf *b = c->bufs[0];
+    weft_target t = target(b, c->offset, c->len);
     if (c->result == OUT_RUN && b->allocated) { /* a host copy runs in a write scope too */
-      weft_target t = target(b, c->offset, c->len);
       run_scope(&dev->failures, c->p, &t, 1);
+    } else if (c->result == OUT_FAILED) { /* a GPU copy the driver refused */
+      weft_failures_exit_write(
+          &dev->failures, weft_failures_enter_write(&dev->failures, c->p, &t, 1), &t, 1, c->error);
+      c->error = NULL;
     }
     buf_unpin(dev, b);
     break;
@@ -836,14 +888,23 @@ static void complete(weft_device *dev, cmd *c) {
     weft_status st;
     if (c->result == OUT_POISONED) {
       st = weft_error_clone(dev->poison_error);
+    } else if (c->result == OUT_FAILED) { /* the copy back failed; the buffer is intact */
+      st = c->error;
+      c->error = NULL;
     } else {
       weft_target t = target(b, c->offset, c->len);
       st = weft_failures_ensure_written(&dev->failures, &t, 1);
     }
+    if (dev->gpu) weft__gpu_read_done(dev, c, !st);
     weft__token_complete(c->token, st);
     buf_unpin(dev, b);
     break;
   }
+  case CMD_SYNC:
+    if (dev->gpu) /* the barrier's position on the stream has completed */
+      weft__token_complete(c->token,
+                           c->result == OUT_POISONED ? weft_error_clone(dev->poison_error) : NULL);
+    break;
   default:
     break;
   }
@@ -885,6 +946,7 @@ static void retire(weft_device *dev, uint32_t slot, uint64_t upto, uint64_t befo
 /* Retires everything the workers completed; true if anything was. */
 static bool retire_all(weft_device *dev) {
   bool any = false;
+  if (dev->gpu) weft__gpu_check_poison(dev, false); /* before any forced completion retires */
   for (uint32_t i = 0; i < dev->max_streams; i++) {
     weft_task *t = dev->fifo[i].head;
     if (!t) continue;
@@ -917,6 +979,12 @@ static void sched_wait(weft_device *dev, bool inbox) {
   if ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev) ||
       weft__signal_take(&dev->wake)) {
     weft__ec_cancel(&dev->inbox.ec);
+    return;
+  }
+  /* A GPU fault stops the completion marks: while GPU work is outstanding,
+   * look for one every few milliseconds. */
+  if (dev->gpu && dev->inflight) {
+    if (!weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(2000000))) weft__gpu_check_poison(dev, true);
     return;
   }
   /* Timed: a wake-up that never came costs 100 ms, not a hang (counted). */
@@ -958,7 +1026,8 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     dev->stats.failures_live = weft_graph_len(&dev->failures.graph);
     dev->stats.pending_peak = atomic_load(&dev->pending_peak);
     dev->stats.backpressure_waits = atomic_load(&dev->backpressure_waits);
-    dev->stats.streams_recovered = weft_host_pool_recovered(dev->pool);
+    dev->stats.streams_recovered = dev->pool ? weft_host_pool_recovered(dev->pool) : 0;
+    if (dev->gpu) weft__gpu_stats(dev, &dev->stats);
     *c->stats_out = dev->stats;
     weft__token_complete(c->token, NULL);
     weft__cmd_free(c);
@@ -1118,6 +1187,7 @@ static void *combining_thread(weft_device *dev) {
 
 static void *scheduler_main(void *arg) {
   weft_device *dev = arg;
+  if (dev->gpu) weft__gpu_enter(dev); /* storage and lanes need the context here */
   return dev->combining ? combining_thread(dev) : scheduler_thread(dev);
 }
 
@@ -1188,19 +1258,21 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
  * layout is copied and validated now, so a bad one fails the open. */
 static weft_status memory_config(weft_device *dev, const weft_device_options *o) {
   weft_mm_config *cfg = &dev->mm_config;
-  /* A capped host device can hold a buffer as large as its capacity. */
-  cfg->max_page = o->memory_capacity ? o->memory_capacity : (UINT64_C(4) << 30);
-  cfg->device_bytes = o->memory_capacity;
+  /* A capped device can hold a buffer as large as its capacity; a GPU is
+   * capped by its memory (and the option, when lower). */
+  uint64_t cap = dev->gpu ? weft__gpu_capacity(dev) : o->memory_capacity;
+  cfg->max_page = cap ? cap : (UINT64_C(4) << 30);
+  cfg->device_bytes = cap;
   if (o->persistent_memory < WEFT_PERSISTENT_ENABLED ||
       o->persistent_memory > WEFT_PERSISTENT_ENFORCED)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown persistent_memory policy %d",
                            o->persistent_memory);
   cfg->persistent = (weft_persistent_policy)o->persistent_memory;
   cfg->layout = (weft_layout){.kind = WEFT_LAYOUT_SUBSLICES};
-  if (!o->memory_layout && o->memory_capacity && o->memory_capacity < (UINT64_C(128) << 20)) {
+  if (!o->memory_layout && cap && cap < (UINT64_C(128) << 20)) {
     /* A device below the default ladder's first rungs would give every
      * buffer an exclusive page: small buffers share quarter-device pages. */
-    uint64_t page = o->memory_capacity / 4 ? o->memory_capacity / 4 : 1;
+    uint64_t page = cap / 4 ? cap / 4 : 1;
     dev->layout_pools = weft__alloc(&dev->alloc, sizeof(weft_pool_config) * 3, 16);
     if (!dev->layout_pools) return oom(sizeof(weft_pool_config) * 3, "the memory layout");
     dev->layout_pools[0] =
@@ -1208,7 +1280,7 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
     dev->layout_pools[1] = (weft_pool_config){
         .kind = WEFT_POOL_SLICED, .page_size = page, .max_slice_size = page / 2 ? page / 2 : 1};
     dev->layout_pools[2] = (weft_pool_config){
-        .kind = WEFT_POOL_EXCLUSIVE, .max_alloc_size = o->memory_capacity, .dealloc_period = 5000};
+        .kind = WEFT_POOL_EXCLUSIVE, .max_alloc_size = cap, .dealloc_period = 5000};
     cfg->layout =
         (weft_layout){.kind = WEFT_LAYOUT_CUSTOM, .pools = dev->layout_pools, .num_pools = 3};
   } else if (o->memory_layout) {
@@ -1252,7 +1324,8 @@ static weft_status install_failpoints(weft_device *dev, const char *spec) {
   weft_status st = weft_failpoints_parse(spec, &fp);
   if (st) return st;
   for (uint32_t i = before; i < fp.nallocs; i++)
-    if (!weft_storage_host_fail_call(dev->storage, fp.allocs[i].n, fp.allocs[i].kind))
+    if (!(dev->gpu ? weft__gpu_fail_call(dev, fp.allocs[i].n, fp.allocs[i].kind)
+                   : weft_storage_host_fail_call(dev->storage, fp.allocs[i].n, fp.allocs[i].kind)))
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "too many alloc failpoints");
   dev->failpoints = fp;
   return NULL;
@@ -1264,18 +1337,6 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   weft_device_options o;
   weft_status st = validate_options(opts, &o);
   if (st) return st;
-  if (o.backend == WEFT_BACKEND_CUDA) {
-    /* The driver is probed so the caller learns what is missing (no driver,
-     * the toolkit stub, no device); execution on CUDA streams is not part of
-     * this version, so even a working driver is refused with that reason. */
-    char name[256];
-    st = weft_cuda_probe(o.ordinal, name, sizeof(name));
-    if (st) return st;
-    return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,
-                           "CUDA device %d (%s) found, but this version of weft executes on the "
-                           "host backend only",
-                           o.ordinal, name);
-  }
   weft_allocator alloc = o.allocator ? *o.allocator : weft_allocator_default();
   weft_device *dev = weft__calloc(&alloc, sizeof(*dev), WEFT_CACHELINE);
   if (!dev) return oom(sizeof(*dev), "the device");
@@ -1283,7 +1344,9 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->max_streams = o.max_streams;
   dev->max_tasks = o.max_tasks;
   dev->strategy = o.strategy;
-  dev->combining = o.scheduler == WEFT_SCHEDULER_COMBINING;
+  /* A CUDA device keeps one scheduler thread: it is the only thread that
+   * enqueues on the device's streams (with the context current). */
+  dev->combining = o.scheduler == WEFT_SCHEDULER_COMBINING && o.backend == WEFT_BACKEND_HOST;
   dev->wake.ec = &dev->inbox.ec;
   dev->max_pending = o.max_pending_commands ? o.max_pending_commands : 16384;
   dev->tag = atomic_fetch_add(&device_tags, 1) + 1;
@@ -1295,8 +1358,10 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->streams = weft__calloc(&dev->alloc, sizeof(weft_stream *) * o.max_streams, 16);
   dev->batches = weft__calloc(&dev->alloc, sizeof(weft_batch) * o.max_streams, 16);
   if (!dev->kernels || !dev->streams || !dev->batches) st = oom(kbytes, "the device tables");
-  if (!st) st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
-  if (!st) st = weft_host_pool_create(&dev->alloc, &dev->wake, dev, &dev->pool);
+  if (!st && o.backend == WEFT_BACKEND_CUDA) st = weft__gpu_open(dev, &o);
+  if (!st && !dev->gpu)
+    st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
+  if (!st && !dev->gpu) st = weft_host_pool_create(&dev->alloc, &dev->wake, dev, &dev->pool);
   if (!st) {
     dev->mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
     dev->synced = weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
@@ -1324,7 +1389,8 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->layout_pools,
                sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
-    weft_storage_destroy(dev->storage);
+    if (dev->storage) weft_storage_destroy(dev->storage);
+    if (dev->gpu) weft__gpu_close(dev);
     weft_host_pool_destroy(dev->pool);
     weft__free(&dev->alloc, dev->batches, sizeof(weft_batch) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
@@ -1351,8 +1417,9 @@ void weft_device_close(weft_device *dev) {
   pthread_join(dev->thread, NULL);
   for (uint32_t i = 0; i < dev->max_streams; i++)
     if (dev->streams[i]) weft_drop_queue_destroy(&dev->drops[i]);
-  weft_host_pool_destroy(dev->pool); /* and its streams */
-  weft__capture_close_all(dev);      /* recordings unpin their buffers */
+  weft_host_pool_destroy(dev->pool);  /* and its streams */
+  if (dev->gpu) weft__gpu_enter(dev); /* storage and lanes are torn down on this thread */
+  weft__capture_close_all(dev);       /* recordings unpin their buffers */
   /* Every buffer the caller never released. */
   uint32_t n = atomic_load(&dev->buffers.fresh);
   for (uint32_t i = 0; i < n; i++) {
@@ -1377,6 +1444,7 @@ void weft_device_close(weft_device *dev) {
   weft__free(&dev->alloc, dev->layout_pools,
              sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
   weft_storage_destroy(dev->storage);
+  if (dev->gpu) weft__gpu_close(dev); /* modules, lanes, the context */
   weft_allocator alloc = dev->alloc;
   weft__free(&alloc, dev->batches, sizeof(weft_batch) * dev->max_streams, 16);
   weft__free(&alloc, dev->streams, sizeof(weft_stream *) * dev->max_streams, 16);
@@ -1519,13 +1587,8 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   return weft__token_wait(&tok);
 }
 
-weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn, void *user,
-                             weft_kernel *out) {
-  if (out) out->id = 0;
-  weft_status st = check_device(dev);
-  if (st) return st;
-  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (!fn) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "kernel function is NULL");
+weft_status weft__kernel_register(weft_device *dev, const char *name, const weft_kernel_entry *e,
+                                  weft_kernel *out) {
   if (!name) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "kernel name is NULL");
   size_t len = strnlen(name, 256);
   if (len == 0 || len > 255)
@@ -1541,14 +1604,32 @@ weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kerne
                            WEFT_MAX_KERNELS);
   }
   weft_kernel_entry *k = &dev->kernels[idx];
+  memcpy(k, e, sizeof(*k));
+  atomic_init(&k->ready, 0);
   k->name = copy;
   k->name_cap = len + 1;
-  k->fn = fn;
-  k->user = user;
   /* release: a thread that sees ready sees the entry. */
   atomic_store_explicit(&k->ready, 1, memory_order_release);
   out->id = ((uint64_t)dev->tag << 32) | (idx + 1u);
   return NULL;
+}
+
+weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn, void *user,
+                             weft_kernel *out) {
+  if (out) out->id = 0;
+  weft_status st = check_device(dev);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (dev->gpu)
+    return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,
+                           "host kernels run on the host backend; a CUDA device runs kernels "
+                           "from modules (weft_module_load, weft_kernel_cuda)");
+  if (!fn) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "kernel function is NULL");
+  weft_kernel_entry e;
+  memset(&e, 0, sizeof(e));
+  e.fn = fn;
+  e.user = user;
+  return weft__kernel_register(dev, name, &e, out);
 }
 
 static weft_status check_dims(const uint32_t d[3], const char *what) {
@@ -1584,6 +1665,8 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
                            scalar_bytes, WEFT_MAX_SCALAR_BYTES);
   if (scalar_bytes && !scalars)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
+  if (dev->gpu && (st = weft__gpu_check_launch(&dev->kernels[kidx], num_bindings, scalar_bytes)))
+    return st;
   for (size_t i = 0; i < num_bindings; i++) {
     weft_binding b = bindings[i];
     uint64_t size;

@@ -44,10 +44,12 @@ typedef struct cmd {
   weft_device *dev;
   weft_stream_id stream;
   weft_token *token;
-  uint64_t buffer;            /* CREATE, WRITE, READ, RELEASE */
-  uint64_t offset, len;       /* WRITE, READ; CREATE: len = size */
-  void *data;                 /* WRITE: bytes; READ: destination */
-  bool staged;                /* WRITE: |data| is a separate block for the drop queue */
+  uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
+  uint64_t offset, len; /* WRITE, READ; CREATE: len = size */
+  void *data;           /* WRITE: bytes; READ: destination */
+  bool staged;          /* WRITE: |data| is a separate block for the drop queue */
+  void *staging;        /* READ on a GPU: pinned bytes the copy lands in, or NULL */
+  uint32_t staging_class;
   uint32_t kernel;            /* LAUNCH: index into the kernel table */
   uint64_t launch_no;         /* LAUNCH: 1-based number on the device */
   uint32_t grid[3], block[3]; /* LAUNCH */
@@ -79,12 +81,20 @@ typedef struct weft_replay_count {
   _Atomic uint32_t *outstanding;
 } weft_replay_count;
 
+#define WEFT_GPU_MAX_PARAMS 64u
+
 typedef struct weft_kernel_entry {
   _Atomic uint32_t ready; /* release: the fields below are set */
   char *name;
   size_t name_cap;
   weft_host_kernel_fn fn;
   void *user;
+  /* A CUDA kernel (weft_kernel_cuda): its CUfunction and parameter layout. */
+  void *gpu_fn;
+  char params[WEFT_GPU_MAX_PARAMS + 1];    /* the signature: 'b', '1', '2', '4', '8' */
+  uint16_t param_off[WEFT_GPU_MAX_PARAMS]; /* a scalar's offset in the scalar block */
+  uint32_t nparams, nbindings;
+  uint32_t scalar_min, scalar_max; /* accepted scalar block sizes (struct padding) */
 } weft_kernel_entry;
 
 /* A buffer, owned by the scheduler; its execution taint view is touched only
@@ -169,7 +179,8 @@ struct weft_device {
    * push per class, and the pending count lowered once, per retirement pass. */
   ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
   uint64_t fc_n, fc_pending; /* commands in the chains; of them, counted as pending */
-  weft_host_pool *pool;      /* runs the streams */
+  weft_host_pool *pool;      /* runs the streams (host backend) */
+  struct weft_gpu *gpu;      /* the CUDA backend, or NULL (scheduler/cuda/device_cuda.c) */
   weft_stream **streams;     /* [max_streams], created lazily */
   weft_drop_queue *drops;    /* [max_streams]: staged write bytes, fenced by the stream */
   struct weft_slot_ref {
@@ -221,6 +232,40 @@ void weft__ms_flush(weft_device *dev, uint32_t slot);
  * touches execution views. */
 void weft__dev_drain(weft_device *dev);
 weft_device *weft__dev_scheduling(void); /* the device whose scheduler is this thread */
+/* Adds a kernel: |name| is copied, |e|'s other fields taken as they are. */
+weft_status weft__kernel_register(weft_device *dev, const char *name, const weft_kernel_entry *e,
+                                  weft_kernel *out);
+/* Poisons the device once (takes |why|): every later operation fails with it. */
+void weft__dev_poison(weft_device *dev, weft_status why);
+bool weft__dev_poisoned(const weft_device *dev);
+
+/* ---- the CUDA backend (scheduler/cuda/device_cuda.c; without cuda.h,
+ * scheduler/nocuda/device_nocuda.c answers that it is absent) ----
+ * Every call but open runs on a device with dev->gpu set. */
+/* Loads the driver, retains the context, creates the storage (dev->storage). */
+weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o);
+/* Makes the device's context current on the calling thread. */
+void weft__gpu_enter(weft_device *dev);
+/* Unloads the modules and destroys the lanes and the context (the storage
+ * is destroyed first, by the caller). */
+void weft__gpu_close(weft_device *dev);
+weft_status weft__gpu_stream_create(weft_device *dev, uint32_t slot, weft_stream **out);
+bool weft__gpu_fail_call(weft_device *dev, uint64_t n, weft_error_kind kind);
+/* The largest allocation the device could ever hold. */
+uint64_t weft__gpu_capacity(weft_device *dev);
+/* Checks a launch's bindings and scalar bytes against the kernel's signature. */
+weft_status weft__gpu_check_launch(const weft_kernel_entry *k, size_t nb, size_t scalar_bytes);
+/* Enqueue a task's work on the CUDA stream it was placed on. */
+weft_status weft__gpu_launch(weft_device *dev, cmd *c);
+weft_status weft__gpu_write(weft_device *dev, cmd *c);
+weft_status weft__gpu_read(weft_device *dev, cmd *c);
+/* A GPU read retired: its bytes reach the caller (|deliver|) and its
+ * staging goes back. */
+void weft__gpu_read_done(weft_device *dev, cmd *c, bool deliver);
+/* Poisons the device with the first sticky driver error, if any; with
+ * |poll|, first queries the streams with work outstanding (async faults). */
+void weft__gpu_check_poison(weft_device *dev, bool poll);
+void weft__gpu_stats(weft_device *dev, weft_device_stats *out);
 void weft__dev_release_now(weft_device *dev, uint64_t buffer);
 void weft__buf_free(weft_device *dev, weft_buf *b);
 weft_status weft__check_device(weft_device *dev);

@@ -39,6 +39,13 @@ typedef struct weft_host_pool weft_host_pool;
 /* Scheduling states of a stream (stream_host.c). */
 enum { WEFT_STREAM_IDLE, WEFT_STREAM_QUEUED, WEFT_STREAM_RUNNING, WEFT_STREAM_BLOCKED };
 
+/* A backend other than the host pool drives its streams through these
+ * (the CUDA backend's lanes: streams/cuda/lane.h). The owner calls them. */
+typedef struct weft_stream_ops {
+  void (*submit)(weft_stream *s, weft_task *first, weft_task *last);
+  void (*wait_for)(weft_stream *s, uint64_t seq);
+} weft_stream_ops;
+
 typedef struct weft_stream_wait {
   weft_stream *stream;
   uint64_t seq;
@@ -52,6 +59,7 @@ struct weft_task {
   bool notify;      /* someone waits for this task's retirement: wake the owner */
   weft_task *fnext; /* the owner's list of submitted tasks (never touched by the pool) */
   uint64_t placed;  /* the owner's order of placement, over every stream */
+  weft_stream *on;  /* the stream it was placed on */
   weft_stream_wait *waits;
 };
 
@@ -66,6 +74,8 @@ struct weft_stream {
   uint32_t slot;
   uint64_t submitted; /* owner-owned: the last position handed out */
   weft_host_pool *pool;
+  const weft_stream_ops *ops; /* NULL: the host pool runs it */
+  void *impl;                 /* the backend's state (ops) */
   /* Written by the thread running the stream, read by every waiter. */
   _Alignas(64) _Atomic uint64_t completed;
   weft_eventcount done_ec; /* the owner's waits (weft_stream_wait_for) park here */
@@ -92,8 +102,10 @@ void weft_host_pool_destroy(weft_host_pool *p);
 uint64_t weft_host_pool_recovered(const weft_host_pool *p);
 /* Starts a host stream on |pool| (and one more thread for the pool). */
 weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot, weft_stream **out);
-/* True when no thread runs |s| and none will without a new submission. */
+/* True when no thread runs |s| and none will without a new submission
+ * (a backend stream: when it has completed all it was handed). */
 static inline bool weft_stream_is_idle(weft_stream *s) {
+  if (s->ops) return atomic_load_explicit(&s->completed, memory_order_acquire) >= s->submitted;
   return atomic_load_explicit(&s->state, memory_order_acquire) == WEFT_STREAM_IDLE;
 }
 /* Owner: hands a chain of tasks (linked through link.next, in order). */

@@ -98,6 +98,10 @@ static bool ready_empty(weft_host_pool *p) {
 
 void weft_stream_wait_for(weft_stream *s, uint64_t seq) {
   if (atomic_load_explicit(&s->completed, memory_order_acquire) >= seq) return;
+  if (s->ops) {
+    s->ops->wait_for(s, seq);
+    return;
+  }
   for (int i = 0; i < 256; i++) {
     if (atomic_load_explicit(&s->completed, memory_order_acquire) >= seq) return;
     weft__cpu_relax();
@@ -288,6 +292,10 @@ weft_status weft_stream_host_create(weft_host_pool *p, uint32_t slot, weft_strea
 }
 
 void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last) {
+  if (s->ops) {
+    s->ops->submit(s, first, last);
+    return;
+  }
   weft_inbox_push_chain(&s->inbox, &first->link, &last->link);
   atomic_thread_fence(memory_order_seq_cst);
   uint32_t e = WEFT_STREAM_IDLE;

@@ -20,6 +20,10 @@ typedef struct cuda_storage {
   uint64_t total, allocated, next_id;
   uint64_t calls, fail_at; /* failpoint: the fail_at-th call fails (0: never) */
   weft_error_kind fail_kind;
+  uint64_t fail_calls[16]; /* more failpoints: absolute call numbers (alloc#N) */
+  weft_error_kind fail_kinds[16];
+  uint32_t nfail;
+  bool capped; /* total is the caller's cap, below the device's memory */
   pending_free *pending;
   uint32_t npending, cap_pending;
 } cuda_storage;
@@ -34,12 +38,21 @@ static weft_status cu_alloc(weft_storage *s, uint64_t size, weft_storage_handle 
   if (++c->calls == c->fail_at)
     return weft_error_make_sized(c->fail_kind, size, "failpoint: CUDA storage allocation %" PRIu64,
                                  c->calls);
+  for (uint32_t i = 0; i < c->nfail; i++)
+    if (c->fail_calls[i] == c->calls)
+      return weft_error_make_sized(c->fail_kinds[i], size,
+                                   "failpoint: CUDA storage allocation %" PRIu64, c->calls);
   if (size > c->total || padded(size) > c->total)
     return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, size,
                                  "%" PRIu64 " bytes requested but the CUDA device has %" PRIu64
                                  " bytes in all",
                                  size, c->total);
   uint64_t bytes = padded(size);
+  if (c->capped && bytes > c->total - c->allocated)
+    return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, size,
+                                 "%" PRIu64 " bytes requested; %" PRIu64 " of the %" PRIu64
+                                 " bytes weft may use on the CUDA device are taken",
+                                 size, c->allocated, c->total);
   if (bytes > SIZE_MAX)
     return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, size, "size does not fit size_t");
   CUdeviceptr p = 0;
@@ -177,6 +190,22 @@ void weft_storage_cuda_fail_at(weft_storage *s, uint64_t n, weft_error_kind kind
   cuda_storage *c = (cuda_storage *)s;
   c->fail_at = n ? c->calls + n : 0;
   c->fail_kind = kind;
+}
+
+bool weft_storage_cuda_fail_call(weft_storage *s, uint64_t n, weft_error_kind kind) {
+  cuda_storage *c = (cuda_storage *)s;
+  if (c->nfail == 16) return false;
+  c->fail_calls[c->nfail] = n;
+  c->fail_kinds[c->nfail++] = kind;
+  return true;
+}
+
+void weft_storage_cuda_cap(weft_storage *s, uint64_t capacity) {
+  cuda_storage *c = (cuda_storage *)s;
+  if (capacity && capacity < c->total) {
+    c->total = capacity;
+    c->capped = true;
+  }
 }
 
 uint64_t weft_storage_cuda_pending(const weft_storage *s) {

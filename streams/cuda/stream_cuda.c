@@ -44,6 +44,9 @@ struct weft_cuda_stream {
   uint64_t marks_issued;
   _Atomic uint64_t marks_fired;
   _Atomic uint64_t completed;
+  _Atomic uint64_t *cursor; /* also stored by marks, when set (weft_cuda_stream_set_cursor) */
+  void (*on_mark)(void *);
+  void *on_mark_arg;
 };
 
 struct weft_cuda_module {
@@ -97,8 +100,11 @@ weft_status weft_cuda_context_create(const weft_allocator *alloc, const weft_cud
   int count = 0;
   r = d->cuDeviceGetCount(&count);
   if (r != CUDA_SUCCESS) return weft_cuda_error(d, r, "cuDeviceGetCount");
+  if (count == 0)
+    return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,
+                           "no CUDA device: driver %s reports 0 devices", d->path);
   if (ordinal < 0 || ordinal >= count)
-    return weft_error_make(count ? WEFT_ERR_INVALID_ARGUMENT : WEFT_ERR_UNSUPPORTED_IO_OPERATION,
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "CUDA device %d does not exist (driver %s reports %d device%s)", ordinal,
                            d->path, count, count == 1 ? "" : "s");
   CUdevice dev;
@@ -145,6 +151,10 @@ weft_status weft_cuda_context_sync(weft_cuda_context *c) {
   weft_status st = ensure_current(c);
   if (st) return st;
   return CU_ERR(c, WEFT_CUDA_OP_ANY, c->d->cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+bool weft_cuda_context_is_poisoned(const weft_cuda_context *c) {
+  return atomic_load_explicit(&c->poison.first, memory_order_acquire) != NULL;
 }
 
 weft_status weft_cuda_context_poisoned(weft_cuda_context *c) {
@@ -359,7 +369,23 @@ static void CUDA_CB mark_fired(void *arg) {
   s->free_marks = m;
   pthread_mutex_unlock(&s->lock);
   atomic_store_explicit(&s->completed, seq, memory_order_release);
+  if (s->cursor) { /* a max: the owner may move it forward itself (after a sync) */
+    uint64_t cur = atomic_load_explicit(s->cursor, memory_order_relaxed);
+    while (cur < seq && !atomic_compare_exchange_weak_explicit(
+                            s->cursor, &cur, seq, memory_order_release, memory_order_relaxed)) {
+    }
+  }
+  void (*fn)(void *) = s->on_mark;
+  void *fn_arg = s->on_mark_arg;
   atomic_fetch_add_explicit(&s->marks_fired, 1, memory_order_release);
+  if (fn) fn(fn_arg);
+}
+
+void weft_cuda_stream_set_cursor(weft_cuda_stream *s, _Atomic uint64_t *cursor,
+                                 void (*on_mark)(void *), void *arg) {
+  s->cursor = cursor;
+  s->on_mark = on_mark;
+  s->on_mark_arg = arg;
 }
 
 weft_status weft_cuda_stream_mark(weft_cuda_stream *s, uint64_t seq) {
@@ -472,8 +498,9 @@ weft_status weft_cuda_capture_begin(weft_cuda_stream *s) {
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "weft_cuda_capture_begin: already capturing");
   weft_status st = ensure_current(s->ctx);
   if (st) return st;
-  CUresult r = s->ctx->d->cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
-  if (r != CUDA_SUCCESS) return CU_ERR(s->ctx, WEFT_CUDA_OP_ANY, r, "cuStreamBeginCapture(GLOBAL)");
+  CUresult r = s->ctx->d->cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (r != CUDA_SUCCESS)
+    return CU_ERR(s->ctx, WEFT_CUDA_OP_ANY, r, "cuStreamBeginCapture(THREAD_LOCAL)");
   s->capturing = true;
   return NULL;
 }

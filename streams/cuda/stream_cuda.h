@@ -44,6 +44,8 @@ weft_status weft_cuda_context_make_current(weft_cuda_context *c);
 weft_status weft_cuda_context_sync(weft_cuda_context *c);
 /* A clone of the first sticky error any call on this context got, or NULL. */
 weft_status weft_cuda_context_poisoned(weft_cuda_context *c);
+/* Whether some call on this context got a sticky error (no allocation). */
+bool weft_cuda_context_is_poisoned(const weft_cuda_context *c);
 /* The context's poison sink, for storage (weft_storage_cuda_set_poison). */
 weft_cuda_poison *weft_cuda_context_poison(weft_cuda_context *c);
 const weft_cuda_driver *weft_cuda_context_driver(const weft_cuda_context *c);
@@ -121,6 +123,12 @@ weft_status weft_cuda_stream_mark(weft_cuda_stream *s, uint64_t seq);
  * thread. */
 uint64_t weft_cuda_stream_completed(const weft_cuda_stream *s);
 
+/* Marks also store their |seq| into |cursor| (release) and then call
+ * |on_mark(arg)| on the driver's callback thread (no CUDA calls there).
+ * Set before the first mark. */
+void weft_cuda_stream_set_cursor(weft_cuda_stream *s, _Atomic uint64_t *cursor,
+                                 void (*on_mark)(void *), void *arg);
+
 /* ---- modules ------------------------------------------------------------------------------ */
 
 typedef struct weft_cuda_module weft_cuda_module;
@@ -140,8 +148,9 @@ void weft_cuda_module_unload(weft_cuda_module *m);
 
 typedef struct weft_cuda_graph weft_cuda_graph;
 
-/* Starts capturing the stream (CU_STREAM_CAPTURE_MODE_GLOBAL: potentially
- * unsafe calls such as cuMemAlloc, from any thread, invalidate it). Until
+/* Starts capturing the stream (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL:
+ * potentially unsafe calls such as cuMemAlloc from the capturing thread
+ * invalidate it; other threads' work goes on). Until
  * capture_end, launches, copies and host callbacks on the stream are
  * recorded, not run; record and mark are refused. */
 weft_status weft_cuda_capture_begin(weft_cuda_stream *s);

@@ -1,0 +1,86 @@
+/* Compiled when weft is built without the CUDA headers: opening a CUDA
+ * device reports why it cannot, and the module calls say the same. No
+ * device ever has dev->gpu set in such a build, so the scheduler never
+ * reaches the other entry points; they answer the same error regardless. */
+#include "scheduler/device.h"
+
+static weft_status absent(void) {
+  return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,
+                         "weft was built without the CUDA loader (WEFT_WITH_CUDA=OFF or no cuda.h "
+                         "at build time)");
+}
+
+weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o) {
+  (void)dev, (void)o;
+  return absent();
+}
+
+void weft__gpu_enter(weft_device *dev) {
+  (void)dev;
+}
+
+void weft__gpu_close(weft_device *dev) {
+  (void)dev;
+}
+
+weft_status weft__gpu_stream_create(weft_device *dev, uint32_t slot, weft_stream **out) {
+  (void)dev, (void)slot, (void)out;
+  return absent();
+}
+
+bool weft__gpu_fail_call(weft_device *dev, uint64_t n, weft_error_kind kind) {
+  (void)dev, (void)n, (void)kind;
+  return false;
+}
+
+uint64_t weft__gpu_capacity(weft_device *dev) {
+  (void)dev;
+  return 0;
+}
+
+weft_status weft__gpu_check_launch(const weft_kernel_entry *k, size_t nb, size_t scalar_bytes) {
+  (void)k, (void)nb, (void)scalar_bytes;
+  return NULL;
+}
+
+weft_status weft__gpu_launch(weft_device *dev, cmd *c) {
+  (void)dev, (void)c;
+  return absent();
+}
+
+weft_status weft__gpu_write(weft_device *dev, cmd *c) {
+  (void)dev, (void)c;
+  return absent();
+}
+
+weft_status weft__gpu_read(weft_device *dev, cmd *c) {
+  (void)dev, (void)c;
+  return absent();
+}
+
+void weft__gpu_read_done(weft_device *dev, cmd *c, bool deliver) {
+  (void)dev, (void)c, (void)deliver;
+}
+
+void weft__gpu_check_poison(weft_device *dev, bool poll) {
+  (void)dev, (void)poll;
+}
+
+void weft__gpu_stats(weft_device *dev, weft_device_stats *out) {
+  (void)dev, (void)out;
+}
+
+weft_status weft_module_load(weft_device *dev, const void *image, size_t bytes, weft_module *out) {
+  (void)image, (void)bytes;
+  if (out) out->id = 0;
+  weft_status st = weft__check_device(dev);
+  return st ? st : absent();
+}
+
+weft_status weft_kernel_cuda(weft_device *dev, weft_module module, const char *entry,
+                             const char *params, weft_kernel *out) {
+  (void)module, (void)entry, (void)params;
+  if (out) out->id = 0;
+  weft_status st = weft__check_device(dev);
+  return st ? st : absent();
+}
