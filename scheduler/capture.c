@@ -44,6 +44,7 @@ struct weft_capture {
   _Atomic uint32_t outstanding; /* replays issued whose instance has not finished */
   uint64_t mask;                /* the slots it owns */
   cmd *rec_head, *rec_tail;     /* recorded launches, in order (linked through task.link) */
+  cmd *graph;                   /* CUDA: one launch of the recording's CUDA graph, or NULL */
   weft_status doom;             /* the first reason the recording cannot be kept */
   weft_buf **primed;            /* buffers released during warm-up, freed at begin */
   uint32_t nprimed, primed_cap;
@@ -193,12 +194,22 @@ static void free_primed(weft_device *dev, weft_capture *cap) {
   cap->nprimed = cap->primed_cap = 0;
 }
 
+/* What a replay runs: the recorded launches, or on a CUDA device the one
+ * launch of their graph. */
+static cmd *run_list(const weft_capture *cap) {
+  return cap->graph ? cap->graph : cap->rec_head;
+}
+
+static uint64_t run_count(const weft_capture *cap) {
+  return cap->graph ? 1 : atomic_load(&cap->nrec);
+}
+
 static void free_instances(weft_device *dev, weft_capture *cap) {
   for (uint32_t k = 0; k < cap->ninst; k++) {
     uint32_t i = 0;
-    for (cmd *r = cap->rec_head; r; r = weft__cmd_next(r), i++)
+    for (cmd *r = run_list(cap); r; r = weft__cmd_next(r), i++)
       weft__free(&dev->alloc, cap->inst[k].cmds[i], r->bytes, 16);
-    weft__free(&dev->alloc, cap->inst[k].cmds, sizeof(cmd *) * atomic_load(&cap->nrec), 16);
+    weft__free(&dev->alloc, cap->inst[k].cmds, sizeof(cmd *) * run_count(cap), 16);
     cap->inst[k].cmds = NULL;
     cap->inst[k].count.inflight = 0;
   }
@@ -208,7 +219,7 @@ static void free_instances(weft_device *dev, weft_capture *cap) {
 /* Builds one more replay instance; NULL when at the limit or out of memory
  * (replays beyond the instances built then clone into pooled commands). */
 static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
-  uint64_t n = atomic_load(&cap->nrec);
+  uint64_t n = run_count(cap);
   if (cap->ninst == WEFT_REPLAY_INSTANCES || !n) return NULL;
   {
     replay_instance *in = &cap->inst[cap->ninst];
@@ -216,7 +227,7 @@ static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
     in->cmds = weft__calloc(&dev->alloc, sizeof(cmd *) * n, 16);
     if (!in->cmds) return NULL;
     uint32_t i = 0;
-    for (cmd *r = cap->rec_head; r; r = weft__cmd_next(r), i++) {
+    for (cmd *r = run_list(cap); r; r = weft__cmd_next(r), i++) {
       cmd *c = weft__alloc(&dev->alloc, r->bytes, 16);
       if (!c) {
         while (i-- > 0) weft__free(&dev->alloc, in->cmds[i], r->bytes, 16);
@@ -235,6 +246,8 @@ static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
 
 static void free_recording(weft_device *dev, weft_capture *cap) {
   free_instances(dev, cap);
+  if (cap->graph) weft__gpu_capture_free(dev, cap->graph);
+  cap->graph = NULL;
   for (cmd *c = cap->rec_head, *next; c; c = next) {
     next = weft__cmd_next(c);
     weft__launch_discard(dev, c);
@@ -319,6 +332,14 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
     set_state(cap, WEFT_CAPTURE_ABORTED);
     return why;
   }
+  if (dev->gpu && cap->rec_head) { /* the recording becomes one CUDA graph (stream capture) */
+    weft_status why = weft__gpu_capture(dev, cap->rec_head, &cap->graph);
+    if (why) {
+      free_recording(dev, cap);
+      set_state(cap, WEFT_CAPTURE_ABORTED);
+      return why;
+    }
+  }
   while (build_instance(dev, cap)) { /* all now: a replay allocates nothing */
   }
   set_state(cap, WEFT_CAPTURE_READY);
@@ -334,7 +355,7 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
   for (uint32_t k = 0; k < cap->ninst && !in; k++)
     if (!cap->inst[k].count.inflight) in = &cap->inst[k];
   uint32_t i = 0;
-  for (cmd *r = cap->rec_head; r; r = weft__cmd_next(r), i++) {
+  for (cmd *r = run_list(cap); r; r = weft__cmd_next(r), i++) {
     cmd *c = in ? in->cmds[i] : weft__cmd_new(dev, CMD_LAUNCH, r->bytes - WEFT_CMD_HEADER);
     if (!c) { /* no memory for a clone: the launch fails, its outputs carry why */
       weft__launch_fail(dev, r,

@@ -661,7 +661,7 @@ static void sched_launch(weft_device *dev, cmd *c) {
 }
 
 void weft__launch_register(weft_device *dev, cmd *c) {
-  dev->stats.launches++;
+  dev->stats.launches += c->graph ? c->graph_launches : 1;
   launch_arm(dev, c);
   c->task.run = run_launch;
   weft__ms_register(dev, slot_of(dev, c->stream), c);
@@ -707,7 +707,7 @@ void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) 
   c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
   for (uint32_t i = 0; i < c->nb; i++) /* the recording keeps them alive; each run pins them */
     if (c->bufs[i]) c->bufs[i]->pending++;
-  dev->stats.launches_replayed++;
+  dev->stats.launches_replayed += c->graph ? c->graph_launches : 1;
   weft__launch_register(dev, c);
 }
 
@@ -768,7 +768,7 @@ static void sched_sync(weft_device *dev, cmd *c) {
   }
   if (!dev->streams[slot]) {
     /* Nothing ever ran there; a question never creates a stream. */
-    weft__token_complete(c->token, NULL);
+    weft__token_complete(c->token, poisoned(dev) ? weft_error_clone(dev->poison_error) : NULL);
     weft__cmd_free(c);
     return;
   }
@@ -833,7 +833,7 @@ static void complete_launch(weft_device *dev, cmd *c) {
       w[nw++] = target(c->bufs[i], c->bindings[i].offset, c->bindings[i].size);
   switch (c->result) {
   case OUT_RUN:
-    dev->stats.launches_run++;
+    dev->stats.launches_run += c->graph ? c->graph_launches : 1;
     if (w) run_scope(fs, c->p, w, nw);
     break;
   case OUT_FAILED: {
@@ -861,6 +861,8 @@ static void complete(weft_device *dev, cmd *c) {
   dev->inflight--;
   /* A GPU fault stops everything queued: nothing retired after the device
    * was poisoned can be trusted to have run. */
+  if (dev->gpu && (c->kind == CMD_SYNC || c->kind == CMD_READ))
+    weft__gpu_sync_point(dev, c->task.on); /* a host sync reports what the device hit */
   if (dev->gpu && poisoned(dev) && c->result != OUT_NONE) {
     weft_error_free(c->error);
     c->error = NULL;
@@ -995,6 +997,7 @@ static void sched_wait(weft_device *dev, bool inbox) {
 
 void weft__dev_process(weft_device *dev, cmd *c) {
   dev->stats.commands++;
+  if (dev->gpu) weft__gpu_check_poison(dev, false); /* a sticky error any call met */
   switch (c->kind) {
   case CMD_CREATE: /* a reservation sees the memory completed work gave back */
     retire_all(dev);

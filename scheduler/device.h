@@ -50,6 +50,8 @@ typedef struct cmd {
   bool staged;          /* WRITE: |data| is a separate block for the drop queue */
   void *staging;        /* READ on a GPU: pinned bytes the copy lands in, or NULL */
   uint32_t staging_class;
+  void *graph;                /* LAUNCH on a CUDA device: replays this CUDA graph (a capture's) */
+  uint32_t graph_launches;    /* ... of that many recorded launches */
   uint32_t kernel;            /* LAUNCH: index into the kernel table */
   uint64_t launch_no;         /* LAUNCH: 1-based number on the device */
   uint32_t grid[3], block[3]; /* LAUNCH */
@@ -266,6 +268,16 @@ void weft__gpu_read_done(weft_device *dev, cmd *c, bool deliver);
  * |poll|, first queries the streams with work outstanding (async faults). */
 void weft__gpu_check_poison(weft_device *dev, bool poll);
 void weft__gpu_stats(weft_device *dev, weft_device_stats *out);
+/* A host synchronisation point (a sync or read retiring) on stream |s|:
+ * asks the driver for errors, so a sticky one is reported here. */
+void weft__gpu_sync_point(weft_device *dev, weft_stream *s);
+/* Stream-captures the recorded launches |rec| (in order) into a CUDA graph
+ * and returns one launch command that replays it, bound to every recorded
+ * binding (so a replay is ordered against other work like any launch).
+ * Generic when the capture was invalidated or the graph holds memory nodes;
+ * a launch the driver refuses makes it fail too. */
+weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out);
+void weft__gpu_capture_free(weft_device *dev, cmd *graph_launch);
 void weft__dev_release_now(weft_device *dev, uint64_t buffer);
 void weft__buf_free(weft_device *dev, weft_buf *b);
 weft_status weft__check_device(weft_device *dev);

@@ -109,6 +109,13 @@ void weft__gpu_check_poison(weft_device *dev, bool poll) {
   weft_lanes_force_complete(l); /* nothing will complete what was queued */
 }
 
+void weft__gpu_sync_point(weft_device *dev, weft_stream *s) {
+  if (!s || weft__dev_poisoned(dev)) return;
+  bool idle = false;
+  weft_error_free(weft_cuda_stream_query(weft_lane_cuda_stream(s), &idle));
+  weft__gpu_check_poison(dev, false);
+}
+
 /* ---- modules and kernels ----------------------------------------------------------------- */
 
 weft_status weft_module_load(weft_device *dev, const void *image, size_t bytes, weft_module *out) {
@@ -226,7 +233,9 @@ static CUdeviceptr dptr(const cmd *c, uint32_t i) {
   return (CUdeviceptr)(uintptr_t)c->bufs[i]->ptr + c->bindings[i].offset;
 }
 
-weft_status weft__gpu_launch(weft_device *dev, cmd *c) {
+/* Enqueues launch |c| on |cs|. */
+static weft_status launch_on(weft_device *dev, const cmd *c, weft_cuda_stream *cs) {
+  if (c->graph) return weft_cuda_graph_launch(c->graph, cs);
   const weft_kernel_entry *k = &dev->kernels[c->kernel];
   CUdeviceptr ptrs[WEFT_MAX_BINDINGS];
   void *args[WEFT_GPU_MAX_PARAMS];
@@ -241,8 +250,82 @@ weft_status weft__gpu_launch(weft_device *dev, cmd *c) {
   }
   weft_cuda_dim3 grid = {c->grid[0], c->grid[1], c->grid[2]};
   weft_cuda_dim3 block = {c->block[0], c->block[1], c->block[2]};
-  return weft_cuda_launch(weft_lane_cuda_stream(c->task.on), (CUfunction)k->gpu_fn, grid, block, 0,
-                          args);
+  return weft_cuda_launch(cs, (CUfunction)k->gpu_fn, grid, block, 0, args);
+}
+
+weft_status weft__gpu_launch(weft_device *dev, cmd *c) {
+  return launch_on(dev, c, weft_lane_cuda_stream(c->task.on));
+}
+
+/* ---- capture ----------------------------------------------------------------------------- */
+
+weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out) {
+  *out = NULL;
+  size_t nb = 0;
+  for (const cmd *r = rec; r; r = weft__cmd_next(r)) {
+    nb += r->nb;
+    for (uint32_t i = 0; i < r->nb; i++)
+      if (!r->bufs[i] || !r->bufs[i]->ptr) /* the window dooms these; never capture them */
+        return weft_error_make(WEFT_ERR_GENERIC,
+                               "capture: launch %" PRIu64 " binds an "
+                               "unallocated buffer",
+                               r->launch_no);
+  }
+  /* The replay command: every recorded binding, in order. */
+  size_t bytes = sizeof(weft_binding) * (nb ? nb : 1);
+  weft_binding *all = weft__alloc(&dev->alloc, bytes, 16);
+  if (!all) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "a capture's bindings");
+  size_t k = 0;
+  for (const cmd *r = rec; r; r = weft__cmd_next(r))
+    for (uint32_t i = 0; i < r->nb; i++) all[k++] = r->bindings[i];
+  weft_kernel kid = {((uint64_t)dev->tag << 32) | (rec->kernel + 1u)};
+  const uint32_t one[3] = {1, 1, 1};
+  cmd *g = weft__launch_build(dev, rec->stream, kid, one, one, all, nb, NULL, 0);
+  weft__free(&dev->alloc, all, bytes, 16);
+  if (!g) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, nb, "a capture's replay command");
+  weft__cmd_detach(dev, g); /* kept for the capture's life */
+  for (const cmd *r = rec; r; r = weft__cmd_next(r)) g->graph_launches++;
+  k = 0;
+  for (const cmd *r = rec; r; r = weft__cmd_next(r))
+    for (uint32_t i = 0; i < r->nb; i++) g->bufs[k++] = r->bufs[i];
+  /* Stream capture on a stream of its own, on this (the scheduler's) thread. */
+  weft_cuda_stream *cs = NULL;
+  weft_status st = weft_cuda_stream_create(ctx_of(dev), &cs);
+  if (!st) st = weft_cuda_capture_begin(cs);
+  if (!st) {
+    weft_status first = NULL;
+    for (const cmd *r = rec; r && !first; r = weft__cmd_next(r)) {
+      weft_status e = launch_on(dev, r, cs);
+      if (e)
+        first = weft_error_make(WEFT_ERR_GENERIC,
+                                "capture: launch %" PRIu64 " ('%s') refused while capturing: %s",
+                                r->launch_no, dev->kernels[r->kernel].name, weft_error_message(e));
+      weft_error_free(e);
+    }
+    weft_cuda_graph *graph = NULL;
+    st = weft_cuda_capture_end(cs, &graph); /* leaves capture mode even on error */
+    if (first) {
+      weft_error_free(st);
+      weft_cuda_graph_destroy(graph);
+      st = first;
+    } else if (!st) {
+      g->graph = graph;
+    }
+  }
+  weft_cuda_stream_destroy(cs);
+  if (st) {
+    weft__cmd_free(g);
+    return st;
+  }
+  *out = g;
+  return NULL;
+}
+
+void weft__gpu_capture_free(weft_device *dev, cmd *g) {
+  (void)dev;
+  weft_cuda_graph_destroy(g->graph);
+  g->graph = NULL;
+  weft__cmd_free(g);
 }
 
 weft_status weft__gpu_write(weft_device *dev, cmd *c) {
