@@ -28,6 +28,7 @@ Test(cuda_device, skipped_no_cuda) {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <weft/weft.h>
@@ -379,6 +380,38 @@ Test(open, a_missing_driver_is_unsupported_and_the_host_backend_still_opens, .ti
   o.backend = WEFT_BACKEND_CUDA;
   o.ordinal = 0;
   EXPECT_OPEN_FAILS(&o, ca, WEFT_ERR_UNSUPPORTED_IO_OPERATION, "no CUDA driver");
+  weft_counting_allocator_destroy(ca);
+  host_device_still_works();
+  ASSERT_NO_LEAKS();
+}
+
+Test(open, the_toolkit_stub_is_unsupported_saying_so, .timeout = 30) {
+  const char *stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+  if (access(stub, R_OK) != 0) cr_skip_test("no toolkit stub at %s", stub);
+  setenv("WEFT_CUDA_DRIVER", stub, 1);
+  weft_counting_allocator *ca;
+  OK(weft_counting_allocator_create(&ca));
+  weft_allocator a = weft_counting_allocator_get(ca);
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.allocator = &a;
+  o.backend = WEFT_BACKEND_CUDA;
+  EXPECT_OPEN_FAILS(&o, ca, WEFT_ERR_UNSUPPORTED_IO_OPERATION, "stub");
+  weft_counting_allocator_destroy(ca);
+  host_device_still_works();
+  ASSERT_NO_LEAKS();
+}
+
+Test(open, a_library_that_is_not_a_driver_is_unsupported_naming_what_it_lacks, .timeout = 30) {
+  setenv("WEFT_CUDA_DRIVER", "libm.so.6", 1);
+  weft_counting_allocator *ca;
+  OK(weft_counting_allocator_create(&ca));
+  weft_allocator a = weft_counting_allocator_get(ca);
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.allocator = &a;
+  o.backend = WEFT_BACKEND_CUDA;
+  EXPECT_OPEN_FAILS(&o, ca, WEFT_ERR_UNSUPPORTED_IO_OPERATION, "lacks");
   weft_counting_allocator_destroy(ca);
   host_device_still_works();
   ASSERT_NO_LEAKS();
