@@ -391,13 +391,20 @@ static void print_table(FILE *f, const wb_config *cfg, const wb_host *h, const w
       const wb_result *r = &rs[i];
       snprintf(cell[0], sizeof(cell[0]), "%s", r->bench->name);
       snprintf(cell[1], sizeof(cell[1]), "%llu", (unsigned long long)r->iterations);
+      /* A benchmark that timed nothing (every run 0 ns) skipped itself, e.g.
+       * the cuda_* ones without a driver: no figures, no ratio. */
+      bool skipped = r->max <= 0.0 || (r->baseline >= 0 && rs[r->baseline].max <= 0.0);
       fmt_ns(cell[2], sizeof(cell[2]), r->min);
       fmt_ns(cell[3], sizeof(cell[3]), r->median);
       fmt_ns(cell[4], sizeof(cell[4]), r->max);
       snprintf(cell[5], sizeof(cell[5]), "%.0f", r->ops_per_s);
+      if (r->max <= 0.0)
+        for (int c = 2; c <= 5; c++) snprintf(cell[c], sizeof(cell[c]), "skipped");
       snprintf(cell[6], sizeof(cell[6]), "%s",
                r->baseline >= 0 ? rs[r->baseline].bench->name : "-");
-      if (r->baseline >= 0)
+      if (skipped)
+        snprintf(cell[7], sizeof(cell[7]), "-");
+      else if (r->baseline >= 0)
         snprintf(cell[7], sizeof(cell[7]), "%.2f", r->ratio);
       else
         snprintf(cell[7], sizeof(cell[7]), "-");
