@@ -874,6 +874,7 @@ static void complete(weft_device *dev, cmd *c) {
     break;
   case CMD_WRITE: {
     weft_buf *b = c->bufs[0];
+    if (dev->gpu) weft__gpu_staging_done(dev, c, false);
     weft_target t = target(b, c->offset, c->len);
     if (c->result == OUT_RUN && b->allocated) { /* a host copy runs in a write scope too */
       run_scope(&dev->failures, c->p, &t, 1);
@@ -897,7 +898,7 @@ static void complete(weft_device *dev, cmd *c) {
       weft_target t = target(b, c->offset, c->len);
       st = weft_failures_ensure_written(&dev->failures, &t, 1);
     }
-    if (dev->gpu) weft__gpu_read_done(dev, c, !st);
+    if (dev->gpu) weft__gpu_staging_done(dev, c, !st);
     weft__token_complete(c->token, st);
     buf_unpin(dev, b);
     break;

@@ -261,9 +261,9 @@ weft_status weft__gpu_check_launch(const weft_kernel_entry *k, size_t nb, size_t
 weft_status weft__gpu_launch(weft_device *dev, cmd *c);
 weft_status weft__gpu_write(weft_device *dev, cmd *c);
 weft_status weft__gpu_read(weft_device *dev, cmd *c);
-/* A GPU read retired: its bytes reach the caller (|deliver|) and its
- * staging goes back. */
-void weft__gpu_read_done(weft_device *dev, cmd *c, bool deliver);
+/* A GPU write or read retired: a read's bytes reach the caller
+ * (|deliver|) and the pinned staging goes back. */
+void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver);
 /* Poisons the device with the first sticky driver error, if any; with
  * |poll|, first queries the streams with work outstanding (async faults). */
 void weft__gpu_check_poison(weft_device *dev, bool poll);

@@ -1,6 +1,6 @@
 /* The device on the CUDA backend: opening (driver, context, storage), the
  * lanes its streams run on, modules and CUDA kernels, the launch, copy and
- * read bodies its tasks enqueue, pinned staging for reads, and poisoning
+ * read bodies its tasks enqueue, pinned staging for copies, and poisoning
  * from sticky driver errors. The scheduler (device.c, multistream.c) is the
  * same as on the host backend; see docs/cuda.md. */
 #include <inttypes.h>
@@ -14,7 +14,8 @@
 
 #define MAX_MODULES     1024u
 #define STAGING_MIN     ((size_t)4096)
-#define STAGING_CLASSES 13u /* 4 KiB .. 16 MiB; larger reads copy straight to the caller */
+#define STAGING_CLASSES 13u /* 4 KiB .. 16 MiB; larger copies go through the driver */
+#define STAGING_CAP     (UINT64_C(256) << 20) /* pinned bytes at most: page-locked memory is scarce */
 
 struct weft_gpu {
   weft_lanes *lanes;
@@ -24,6 +25,7 @@ struct weft_gpu {
   _Atomic uint32_t nmodules;
   /* Pinned blocks for reads, by class; a free block's first bytes link it. */
   void *staging[STAGING_CLASSES];
+  uint64_t pinned; /* bytes of staging allocated (pooled or in use) */
 };
 
 static weft_cuda_context *ctx_of(weft_device *dev) {
@@ -328,42 +330,53 @@ void weft__gpu_capture_free(weft_device *dev, cmd *g) {
   weft__cmd_free(g);
 }
 
+/* A pinned block of at least |len| bytes for |c| (c->staging), from the
+ * pools; false when none (too large, or the driver has no pinned memory). */
+static bool staging_take(weft_device *dev, cmd *c, uint64_t len) {
+  struct weft_gpu *g = dev->gpu;
+  uint32_t k = 0;
+  while (k < STAGING_CLASSES && (STAGING_MIN << k) < len) k++;
+  if (k == STAGING_CLASSES) return false;
+  void *p = g->staging[k];
+  if (p) {
+    memcpy(&g->staging[k], p, sizeof(void *));
+  } else {
+    if (g->pinned + (STAGING_MIN << k) > STAGING_CAP) return false;
+    weft_status st = weft_cuda_pinned_alloc(weft_lanes_driver(g->lanes), STAGING_MIN << k, &p);
+    if (st) {
+      weft_error_free(st);
+      return false;
+    }
+    g->pinned += STAGING_MIN << k;
+  }
+  c->staging = p;
+  c->staging_class = k;
+  return true;
+}
+
 weft_status weft__gpu_write(weft_device *dev, cmd *c) {
-  (void)dev;
   if (!c->len) return NULL;
-  /* A pageable source is staged by the driver before the call returns. */
-  return weft_cuda_copy_htod(weft_lane_cuda_stream(c->task.on),
-                             (CUdeviceptr)(uintptr_t)c->bufs[0]->ptr + c->offset, c->data,
-                             (size_t)c->len);
+  weft_cuda_stream *cs = weft_lane_cuda_stream(c->task.on);
+  CUdeviceptr dst = (CUdeviceptr)(uintptr_t)c->bufs[0]->ptr + c->offset;
+  /* Pinned: the copy is asynchronous and the block is kept until the write
+   * retires. Otherwise the driver stages the pageable bytes before returning. */
+  if (staging_take(dev, c, c->len)) {
+    memcpy(c->staging, c->data, (size_t)c->len);
+    return weft_cuda_copy_htod(cs, dst, c->staging, (size_t)c->len);
+  }
+  return weft_cuda_copy_htod(cs, dst, c->data, (size_t)c->len);
 }
 
 weft_status weft__gpu_read(weft_device *dev, cmd *c) {
-  struct weft_gpu *g = dev->gpu;
   weft_cuda_stream *cs = weft_lane_cuda_stream(c->task.on);
   CUdeviceptr src = (CUdeviceptr)(uintptr_t)c->bufs[0]->ptr + c->offset;
-  uint32_t k = 0;
-  while (k < STAGING_CLASSES && (STAGING_MIN << k) < c->len) k++;
-  if (k < STAGING_CLASSES) { /* pinned: the copy is asynchronous, the scheduler goes on */
-    void *p = g->staging[k];
-    if (p) {
-      memcpy(&g->staging[k], p, sizeof(void *));
-    } else {
-      weft_status st = weft_cuda_pinned_alloc(weft_lanes_driver(g->lanes), STAGING_MIN << k, &p);
-      if (st) {
-        weft_error_free(st);
-        p = NULL; /* no pinned memory: copy straight to the caller (the driver blocks) */
-      }
-    }
-    if (p) {
-      c->staging = p;
-      c->staging_class = k;
-      return weft_cuda_copy_dtoh(cs, p, src, (size_t)c->len);
-    }
-  }
+  /* Pinned: asynchronous, copied to the caller when the read retires.
+   * Otherwise straight to the caller (the driver blocks until it is done). */
+  if (staging_take(dev, c, c->len)) return weft_cuda_copy_dtoh(cs, c->staging, src, (size_t)c->len);
   return weft_cuda_copy_dtoh(cs, c->data, src, (size_t)c->len);
 }
 
-void weft__gpu_read_done(weft_device *dev, cmd *c, bool deliver) {
+void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver) {
   void *p = c->staging;
   if (!p) return;
   if (deliver) memcpy(c->data, p, (size_t)c->len);

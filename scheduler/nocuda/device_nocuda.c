@@ -58,7 +58,7 @@ weft_status weft__gpu_read(weft_device *dev, cmd *c) {
   return absent();
 }
 
-void weft__gpu_read_done(weft_device *dev, cmd *c, bool deliver) {
+void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver) {
   (void)dev, (void)c, (void)deliver;
 }
 

@@ -682,6 +682,29 @@ Test(compute, writes_then_reads_round_trip_small_staged_and_at_offsets, .timeout
   cenv_close(&e);
 }
 
+Test(compute, copies_past_the_pinned_staging_size_round_trip_through_the_driver, .timeout = 60) {
+  cenv e = cenv_new();
+  enum { N = 5 << 20 }; /* 20 MiB: above the 16 MiB staging blocks */
+  weft_buffer b = make_buffer(e.dev, 0, (uint64_t)N * 4);
+  float *host = malloc((size_t)N * 4), *want = malloc((size_t)N * 4);
+  cr_assert(host && want);
+  for (uint32_t i = 0; i < N; i++) want[i] = host[i] = (float)(i % 1000003u);
+  OK(weft_buffer_write(e.dev, 0, b, 0, host, (uint64_t)N * 4));
+  memset(host, 0, (size_t)N * 4); /* the write copied its source */
+  expect_floats(&e, 1, b, want, N, "a 20 MiB write read back");
+  /* Many writes in flight at once, each through its own pinned block. */
+  for (uint32_t k = 0; k < 64; k++) {
+    float v[256];
+    for (uint32_t i = 0; i < 256; i++) v[i] = (float)(k * 256 + i);
+    OK(weft_buffer_write(e.dev, k % 3, b, (uint64_t)k * sizeof(v), v, sizeof(v)));
+    memcpy(want + k * 256, v, sizeof(v));
+  }
+  expect_floats(&e, 2, b, want, N, "64 small writes on 3 streams");
+  free(host);
+  free(want);
+  cenv_close(&e);
+}
+
 /* ---- ordering across streams -------------------------------------------------------------- */
 
 Test(order, read_after_write_across_streams_sees_a_slow_producer, .timeout = 60) {
