@@ -26,7 +26,6 @@ Test(cuda_backend, skipped_no_cuda) {
 #include "fake_cuda_control.h"
 #include "memory/cuda/storage_cuda.h"
 #include "streams/cuda/stream_cuda.h"
-#include "streams/cuda_backend.h"
 #include "support/asan_criterion.h"
 #include "weft_test_kernels_ptx.h"
 
@@ -192,9 +191,6 @@ Test(cuda_loader, missing_driver_is_a_clear_unsupported_error) {
   cr_assert(st && strstr(weft_error_message(st), "dlopen(\"/nonexistent/weft-test/libcuda.so.1\")"),
             "%s", weft_error_message(st));
   expect(st, WEFT_ERR_UNSUPPORTED_IO_OPERATION, path);
-  char name[64] = "x";
-  expect(weft_cuda_probe(0, name, sizeof name), WEFT_ERR_UNSUPPORTED_IO_OPERATION, path);
-  cr_assert_eq(name[0], '\0');
 }
 
 Test(cuda_loader, a_library_that_is_not_libcuda_is_refused) {
@@ -221,19 +217,6 @@ Test(cuda_loader, toolkit_stub_reports_itself) {
             weft_error_message(st));
   expect(st, WEFT_ERR_UNSUPPORTED_IO_OPERATION, "toolkit stub");
   weft_cuda_driver_unload(&d);
-}
-
-Test(cuda_loader, probe_names_the_device) {
-  load();
-  char name[128];
-  weft_status st = weft_cuda_probe(0, name, sizeof name);
-  if (st && !is_fake) {
-    weft_error_free(st);
-    cr_skip_test("no usable CUDA device");
-  }
-  OK(st);
-  if (is_fake) cr_assert_str_eq(name, "Fake CUDA Device");
-  weft_cuda_driver_unload(&drv);
 }
 
 Test(cuda_loader, no_device_when_init_fails) {
