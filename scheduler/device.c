@@ -949,7 +949,10 @@ static void retire(weft_device *dev, uint32_t slot, uint64_t upto, uint64_t befo
 /* Retires everything the workers completed; true if anything was. */
 static bool retire_all(weft_device *dev) {
   bool any = false;
-  if (dev->gpu) weft__gpu_check_poison(dev, false); /* before any forced completion retires */
+  if (dev->gpu) { /* a fault first: before any forced completion retires */
+    weft__gpu_check_poison(dev, false);
+    weft__gpu_progress(dev);
+  }
   for (uint32_t i = 0; i < dev->max_streams; i++) {
     weft_task *t = dev->fifo[i].head;
     if (!t) continue;
@@ -974,6 +977,7 @@ static bool completions_ready(weft_device *dev) {
 /* Parks the scheduler until a command arrives or (|completions|) a worker
  * completes something. */
 static void sched_wait(weft_device *dev, bool inbox) {
+  if (dev->gpu && dev->inflight) weft__gpu_arm(dev); /* the GPU wakes the scheduler when done */
   for (int i = 0; i < 128; i++) {
     if ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev)) return;
     weft__cpu_relax();

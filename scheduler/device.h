@@ -268,6 +268,11 @@ void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver);
  * |poll|, first queries the streams with work outstanding (async faults). */
 void weft__gpu_check_poison(weft_device *dev, bool poll);
 void weft__gpu_stats(weft_device *dev, weft_device_stats *out);
+/* Moves the streams' cursors to what the GPU has completed (event polls). */
+void weft__gpu_progress(weft_device *dev);
+/* Before the scheduler parks: completion marks on the streams with work
+ * outstanding, so the GPU wakes it. */
+void weft__gpu_arm(weft_device *dev);
 /* A host synchronisation point (a sync or read retiring) on stream |s|:
  * asks the driver for errors, so a sticky one is reported here. */
 void weft__gpu_sync_point(weft_device *dev, weft_stream *s);

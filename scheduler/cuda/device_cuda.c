@@ -98,6 +98,14 @@ void weft__gpu_stats(weft_device *dev, weft_device_stats *out) {
   out->gpu_marks = s.marks;
 }
 
+void weft__gpu_progress(weft_device *dev) {
+  weft_lanes_progress(dev->gpu->lanes);
+}
+
+void weft__gpu_arm(weft_device *dev) {
+  weft_lanes_arm(dev->gpu->lanes);
+}
+
 /* ---- poisoning --------------------------------------------------------------------------- */
 
 void weft__gpu_check_poison(weft_device *dev, bool poll) {

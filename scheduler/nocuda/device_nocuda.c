@@ -98,3 +98,11 @@ void weft__gpu_capture_free(weft_device *dev, cmd *graph_launch) {
 void weft__gpu_sync_point(weft_device *dev, weft_stream *s) {
   (void)dev, (void)s;
 }
+
+void weft__gpu_progress(weft_device *dev) {
+  (void)dev;
+}
+
+void weft__gpu_arm(weft_device *dev) {
+  (void)dev;
+}

@@ -21,6 +21,7 @@ typedef struct lane {
   weft_lanes *b;
   weft_cuda_stream *cs;
   uint64_t enqueued; /* the last position handed to the CUDA stream */
+  uint64_t marked;   /* the last position a completion mark was enqueued after */
   lane_event ring[LANE_RING];
   uint32_t rhead, rn; /* the oldest entry, and how many */
 } lane;
@@ -220,8 +221,9 @@ static void lane_wait(lane *l, lane *origin, uint64_t seq) {
   if (!weft_lanes_poisoned(b)) cursor_advance(origin, origin->enqueued);
 }
 
-/* Records an event at the lane's current end for later waits. */
-static void ring_record(lane *l, uint64_t seq) {
+/* Records an event at the lane's current end, for later waits and for
+ * polling; false when none could be recorded. */
+static bool ring_record(lane *l, uint64_t seq) {
   ring_prune(l);
   if (l->rn == LANE_RING) { /* the oldest goes: a wait for it binds to a later one */
     weft_cuda_event_release(l->ring[l->rhead].ev);
@@ -232,10 +234,33 @@ static void ring_record(lane *l, uint64_t seq) {
   weft_status st = weft_cuda_stream_record(l->cs, &ev);
   if (st) {
     weft_error_free(st);
-    return;
+    return false;
   }
   l->ring[(l->rhead + l->rn) % LANE_RING] = (lane_event){seq, ev};
   l->rn++;
+  return true;
+}
+
+/* Enqueues a completion mark at the lane's end: the driver moves the cursor
+ * and wakes the owner once the GPU gets there. Without one (the driver
+ * refused), the lane is synchronised and completed on the host. */
+static void lane_mark(lane *l) {
+  weft_lanes *b = l->b;
+  /* One mark pending at a time: when it fires the owner wakes, polls, and
+   * arms again if work is left (so a lane needs one pooled mark node). */
+  if (l->marked >= l->enqueued ||
+      l->marked > atomic_load_explicit(&l->s.completed, memory_order_acquire))
+    return;
+  weft_status st = weft_cuda_stream_mark(l->cs, l->enqueued);
+  if (!st) {
+    l->marked = l->enqueued;
+    b->stats.marks++;
+    return;
+  }
+  weft_error_free(st);
+  st = weft_cuda_stream_sync(l->cs);
+  if (!st && cursor_advance(l, l->enqueued)) weft__signal_raise(b->progress);
+  weft_error_free(st);
 }
 
 static void lane_submit(weft_stream *s, weft_task *first, weft_task *last) {
@@ -249,24 +274,42 @@ static void lane_submit(weft_stream *s, weft_task *first, weft_task *last) {
     t->run(t); /* enqueues the task's work on l->cs (or records why not) */
   }
   l->enqueued = last->seq;
-  if (!dead && !weft_lanes_poisoned(b)) {
-    ring_record(l, last->seq);
-    weft_status st = weft_cuda_stream_mark(l->cs, last->seq);
-    if (!st) {
-      b->stats.marks++;
-      return;
-    }
-    /* No mark: complete the chain on the host instead. */
-    weft_error_free(st);
-    st = weft_cuda_stream_sync(l->cs);
-    if (!st) {
-      cursor_advance(l, last->seq);
-      weft__signal_raise(b->progress);
-      return;
-    }
-    weft_error_free(st);
-  }
+  /* Completion is polled through the chain's event while the owner is busy
+   * (weft_lanes_progress); a mark, which holds the stream up until the
+   * driver's thread runs it, is enqueued only before the owner parks
+   * (weft_lanes_arm), or here when no event could be recorded. */
+  if (!dead && !weft_lanes_poisoned(b) && !ring_record(l, last->seq)) lane_mark(l);
   if (weft_lanes_poisoned(b)) weft_lanes_force_complete(b);
+}
+
+bool weft_lanes_progress(weft_lanes *b) {
+  bool moved = false;
+  for (uint32_t i = 0; i < b->nlanes; i++) {
+    lane *l = b->lanes[i];
+    if (atomic_load_explicit(&l->s.completed, memory_order_acquire) >= l->enqueued) continue;
+    ring_prune(l);
+    /* The ring is in stream order: the first event not done ends the look. */
+    for (uint32_t k = 0; k < l->rn; k++) {
+      lane_event *e = &l->ring[(l->rhead + k) % LANE_RING];
+      bool done = false;
+      weft_status st = weft_cuda_event_done(e->ev, &done);
+      if (st) { /* a sticky error is recorded; the caller poisons */
+        weft_error_free(st);
+        break;
+      }
+      if (!done) break;
+      moved |= cursor_advance(l, e->seq);
+    }
+  }
+  return moved;
+}
+
+void weft_lanes_arm(weft_lanes *b) {
+  if (weft_lanes_poisoned(b)) return;
+  for (uint32_t i = 0; i < b->nlanes; i++) {
+    lane *l = b->lanes[i];
+    if (atomic_load_explicit(&l->s.completed, memory_order_acquire) < l->enqueued) lane_mark(l);
+  }
 }
 
 static void lane_wait_for(weft_stream *s, uint64_t seq) {
@@ -289,6 +332,20 @@ weft_status weft_lanes_stream_create(weft_lanes *b, uint32_t slot, weft_stream *
   if (!l) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*l), "a CUDA lane");
   weft_status st = weft_cuda_stream_create(b->ctx, &l->cs);
   if (st) {
+    weft__free(b->alloc, l, sizeof(*l), WEFT_CACHELINE);
+    return st;
+  }
+  /* Warm the pools now: the ring never holds more than LANE_RING events and
+   * one mark is pending at most, so later submissions create nothing. */
+  weft_cuda_event *warm[LANE_RING];
+  uint32_t nwarm = 0;
+  while (!st && nwarm < LANE_RING) st = weft_cuda_stream_record(l->cs, &warm[nwarm++]);
+  if (st) nwarm--;
+  while (nwarm) weft_cuda_event_release(warm[--nwarm]);
+  if (!st) st = weft_cuda_stream_mark(l->cs, 0);
+  if (!st) st = weft_cuda_stream_sync(l->cs);
+  if (st) {
+    weft_cuda_stream_destroy(l->cs);
     weft__free(b->alloc, l, sizeof(*l), WEFT_CACHELINE);
     return st;
   }

@@ -6,9 +6,13 @@
  *   submit(chain): for each task, its cross-stream waits become
  *   cuStreamWaitEvent on an event of the origin lane (none when the origin
  *   already completed the position), then task->run; after the chain one
- *   event is recorded (what later waits bind to) and one completion mark is
- *   enqueued: a host function that moves the lane's |completed| cursor to
- *   the chain's last position and raises the owner's progress signal.
+ *   event is recorded: what later waits bind to, and what the owner polls
+ *   (weft_lanes_progress) to move the lane's |completed| cursor.
+ *
+ *   Before the owner parks, weft_lanes_arm enqueues a completion mark on
+ *   every lane with work outstanding: a host function that moves the cursor
+ *   and raises the owner's progress signal. Marks hold a stream up until the
+ *   driver's thread runs them, so a busy owner polls instead.
  *
  * Nothing here allocates once the event and mark pools are warm. The owner
  * (the device's scheduler thread) is the only caller, except the driver's
@@ -55,6 +59,13 @@ const char *weft_lanes_device_name(const weft_lanes *b);
 /* The device's total memory (cuDeviceTotalMem). */
 uint64_t weft_lanes_total_memory(const weft_lanes *b);
 void weft_lanes_get_stats(const weft_lanes *b, weft_lanes_stats *out);
+
+/* Polls the events of every lane with work outstanding and moves their
+ * cursors; true if any moved. */
+bool weft_lanes_progress(weft_lanes *b);
+/* Enqueues a completion mark on every lane with work outstanding and none
+ * pending (before the owner parks: the mark wakes it). */
+void weft_lanes_arm(weft_lanes *b);
 
 /* The CUDA stream behind a lane. */
 weft_cuda_stream *weft_lane_cuda_stream(const weft_stream *s);
