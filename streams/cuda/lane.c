@@ -248,9 +248,7 @@ static void lane_mark(lane *l) {
   weft_lanes *b = l->b;
   /* One mark pending at a time: when it fires the owner wakes, polls, and
    * arms again if work is left (so a lane needs one pooled mark node). */
-  if (l->marked >= l->enqueued ||
-      l->marked > atomic_load_explicit(&l->s.completed, memory_order_acquire))
-    return;
+  if (l->marked >= l->enqueued || weft_cuda_stream_mark_pending(l->cs)) return;
   weft_status st = weft_cuda_stream_mark(l->cs, l->enqueued);
   if (!st) {
     l->marked = l->enqueued;

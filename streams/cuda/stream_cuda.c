@@ -423,6 +423,10 @@ weft_status weft_cuda_stream_mark(weft_cuda_stream *s, uint64_t seq) {
   return NULL;
 }
 
+bool weft_cuda_stream_mark_pending(const weft_cuda_stream *s) {
+  return atomic_load_explicit(&s->marks_fired, memory_order_acquire) != s->marks_issued;
+}
+
 uint64_t weft_cuda_stream_completed(const weft_cuda_stream *s) {
   return atomic_load_explicit(&((weft_cuda_stream *)s)->completed, memory_order_acquire);
 }

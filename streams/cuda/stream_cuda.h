@@ -119,6 +119,8 @@ weft_status weft_cuda_host_callback(weft_cuda_stream *s, CUhostFn fn, void *arg)
  * done. |seq| must increase from mark to mark. Nodes are pooled (no
  * allocation after warm-up). InvalidArgument during a capture. */
 weft_status weft_cuda_stream_mark(weft_cuda_stream *s, uint64_t seq);
+/* Whether a mark was enqueued and has not run yet (the stream's owner). */
+bool weft_cuda_stream_mark_pending(const weft_cuda_stream *s);
 /* The last |seq| whose mark has run (acquire order); 0 before any. Any
  * thread. */
 uint64_t weft_cuda_stream_completed(const weft_cuda_stream *s);
