@@ -888,6 +888,64 @@ Test(memory, memory_capacity_caps_what_the_device_holds, .timeout = 60) {
   cenv_close(&e);
 }
 
+Test(memory, a_cleanup_gives_free_pages_back_to_the_driver, .timeout = 60) {
+  cenv e;
+  cenv_options(&e);
+  need_fake("the fake's allocation counters");
+  cenv_open(&e);
+  enum { N = 6 << 20 }; /* 24 MiB each */
+  weft_buffer b[8];
+  for (int i = 0; i < 8; i++) b[i] = make_buffer(e.dev, 1, N * 4);
+  for (int i = 0; i < 8; i++) fill(&e, 1, b[i], N, (float)i);
+  expect_all(&e, 1, b[7], 0, N, 7.0f, "the last fill");
+  uint64_t held = fstat("live_bytes");
+  cr_assert_gt(held, 0);
+  for (int i = 0; i < 8; i++) OK(weft_buffer_release(e.dev, b[i]));
+  OK(weft_memory_cleanup(e.dev, 1));
+  weft_memory_usage u;
+  OK(weft_memory_usage_get(e.dev, &u));
+  cr_assert_eq(u.bytes_reserved, 0, "%" PRIu64 " bytes still reserved", u.bytes_reserved);
+  cr_assert_eq(fstat("live_bytes"), 0, "the driver still holds %" PRIu64 " of %" PRIu64 " bytes",
+               fstat("live_bytes"), held);
+  /* The device goes on: memory comes back from the driver. */
+  weft_buffer again = make_buffer(e.dev, 1, N * 4);
+  fill(&e, 1, again, N, 5.0f);
+  expect_all(&e, 2, again, 0, N, 5.0f, "a buffer after the cleanup");
+  cr_assert_gt(fstat("live_bytes"), 0);
+  cenv_close(&e);
+}
+
+Test(memory, a_dry_run_allocates_nothing_in_the_driver_until_a_read_needs_it, .timeout = 60) {
+  cenv e;
+  cenv_options(&e);
+  need_fake("the fake's allocation counters");
+  cenv_open(&e);
+  enum { N = 1 << 16 };
+  weft_buffer w = make_buffer(e.dev, 0, N * 4);
+  fill(&e, 0, w, N, 3.0f);
+  OK(weft_sync(e.dev, 0));
+  uint64_t allocs = fstat("mem_alloc_calls"), kernels = fstat("kernels_run");
+  OK(weft_memory_dry_run(e.dev, true));
+  weft_buffer a = make_buffer(e.dev, 1, 64 << 20), c = make_buffer(e.dev, 1, 64 << 20);
+  fill(&e, 1, a, N, 1.0f); /* measured, not run */
+  fill(&e, 0, w, N, 9.0f);
+  OK(weft_sync(e.dev, 1));
+  OK(weft_sync(e.dev, 0));
+  cr_assert_eq(fstat("mem_alloc_calls"), allocs, "a dry run allocated device memory");
+  cr_assert_eq(fstat("kernels_run"), kernels, "a kernel ran in a dry run");
+  weft_pool_report r[WEFT_MAX_POOL_REPORTS];
+  size_t n = WEFT_MAX_POOL_REPORTS;
+  OK(weft_memory_report_get(e.dev, 1, r, &n));
+  uint64_t in_use = 0;
+  for (size_t i = 0; i < n && i < WEFT_MAX_POOL_REPORTS; i++) in_use += r[i].usage.bytes_in_use;
+  cr_assert_geq(in_use, UINT64_C(128) << 20, "the dry run measured %" PRIu64 " bytes", in_use);
+  OK(weft_memory_dry_run(e.dev, false));
+  expect_all(&e, 0, w, 0, N, 3.0f, "a buffer a dropped launch would have filled");
+  OK(weft_buffer_release(e.dev, a));
+  OK(weft_buffer_release(e.dev, c));
+  cenv_close(&e);
+}
+
 Test(memory, close_leaves_nothing_in_the_driver, .timeout = 60) {
   cenv e;
   cenv_options(&e);
