@@ -982,6 +982,85 @@ Test(memory, close_leaves_nothing_in_the_driver, .timeout = 60) {
   cenv_close(&e); /* checks every counter */
 }
 
+/* ---- a driver call that fails once ------------------------------------------------------- */
+
+/* One round: x written on stream 0, y filled on 1 (both behind a 20 ms
+ * kernel), z = x + y on 2, read on 3. Returns the read's status (NULL: z was checked exactly). */
+static weft_status injected_round(cenv *e, float base) {
+  enum { N = 4096 };
+  weft_buffer x = make_buffer(e->dev, 0, N * 4), y = make_buffer(e->dev, 1, N * 4),
+              z = make_buffer(e->dev, 2, N * 4);
+  float *host = malloc(N * 4);
+  cr_assert_not_null(host);
+  for (uint32_t i = 0; i < N; i++) host[i] = base + (float)i;
+  /* Slow producers: the consumer's waits are issued on the device, and the
+   * scheduler parks (arming completion marks) while it waits for them. */
+  spin(e, 0, 20000);
+  spin(e, 1, 20000);
+  OK(weft_buffer_write(e->dev, 0, x, 0, host, N * 4));
+  fill(e, 1, y, N, 0.5f);
+  vec_add(e, 2, x, y, z, N);
+  weft_status st = weft_buffer_read(e->dev, 3, z, 0, host, N * 4);
+  for (uint32_t i = 0; !st && i < N; i++)
+    cr_assert_eq(host[i], base + (float)i + 0.5f, "element %u after a round that read fine", i);
+  free(host);
+  OK(weft_buffer_release(e->dev, x));
+  OK(weft_buffer_release(e->dev, y));
+  OK(weft_buffer_release(e->dev, z));
+  return st;
+}
+
+Test(driver_faults, each_driver_call_failing_once_is_reported_or_absorbed_and_the_device_goes_on,
+     .timeout = 120) {
+  cenv e;
+  load();
+  need_fake("fake_cuda_fail_next");
+  /* warm: also called by a round on a device whose streams, pools and
+   * pages exist already. */
+  static const struct {
+    const char *fn;
+    CUresult r;
+    bool warm;
+  } calls[] = {
+      {"cuStreamCreate", CUDA_ERROR_OUT_OF_MEMORY, false},
+      {"cuMemAlloc", CUDA_ERROR_OUT_OF_MEMORY, false},
+      {"cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, false},
+      {"cuMemcpyHtoDAsync", CUDA_ERROR_INVALID_VALUE, true},
+      {"cuLaunchKernel", CUDA_ERROR_INVALID_VALUE, true},
+      {"cuStreamWaitEvent", CUDA_ERROR_INVALID_VALUE, true},
+      {"cuEventRecord", CUDA_ERROR_INVALID_VALUE, true},
+      {"cuEventQuery", CUDA_ERROR_INVALID_VALUE, true},
+      {"cuLaunchHostFunc", CUDA_ERROR_INVALID_VALUE, true},
+      {"cuMemcpyDtoHAsync", CUDA_ERROR_INVALID_VALUE, true},
+      {"cuStreamQuery", CUDA_ERROR_INVALID_VALUE, true},
+      {"cuStreamSynchronize", CUDA_ERROR_INVALID_VALUE, false},
+  };
+  /* Each call on a fresh device (the injection meets it where the first
+   * streams, pools and pages are made) and on a warm one (on the submit,
+   * completion and copy paths). */
+  for (size_t k = 0; k < 2 * sizeof(calls) / sizeof(calls[0]); k++) {
+    size_t i = k / 2;
+    if (k % 2 && !calls[i].warm) continue;
+    cenv_options(&e);
+    cenv_open(&e);
+    if (k % 2) OK(injected_round(&e, 7.0f));
+    uint64_t injected = fstat("injected_failures");
+    fail_next(calls[i].fn, calls[i].r, 0);
+    weft_status st = injected_round(&e, 1.0f);
+    cr_assert_eq(fstat("injected_failures"), injected + 1, "%s was not called in a round (%s)",
+                 calls[i].fn, k % 2 ? "warm" : "fresh");
+    if (st) { /* reported: a clear error, never a poisoned device */
+      char text[2048];
+      cr_assert(!weft_error_is_device_poisoned(st), "%s: %s", calls[i].fn,
+                text_of(st, text, sizeof(text)));
+      weft_error_free(st);
+    }
+    /* The device goes on: the next round reads exactly. */
+    OK(injected_round(&e, 100.0f));
+    cenv_close(&e);
+  }
+}
+
 /* ---- launches that fail ------------------------------------------------------------------- */
 
 /* |u|'s chain: newest hop first, the last hop |last|; |first| a prefix of hop 0. */
