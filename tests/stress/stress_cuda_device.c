@@ -6,10 +6,10 @@
  *   stress_cuda_device [rounds]      rounds per thread (default 2000)
  *
  * Main fills a shared buffer C on stream 0. 4 threads, each on its own
- * stream, loop: fill X with a round-dependent value, Y = X + C (a read of C
- * across streams: an event wait the first time), every 16th round read Y
- * and check it exactly; every 64th round a weft_check and a stats snapshot.
- * A fifth thread syncs stream 0 meanwhile. At the end the device closes and
+ * stream, loop: fill X with a round-dependent value, Y = X + C on the next
+ * thread's stream (so every round crosses streams, and each stream carries
+ * two threads' work), every 16th round read Y and check it exactly; every 64th round a weft_check
+ * and a stats snapshot. A fifth thread syncs stream 0 meanwhile. At the end the device closes and
  * the driver must hold no stream, event, module or allocation.
  *
  * Exit status 0 on success, 1 on the first mismatch, 77 when weft or the
@@ -60,6 +60,7 @@ static const uint32_t grid[3] = {N / 256, 1, 1}, block[3] = {256, 1, 1};
 
 static void *client(void *arg) {
   weft_stream_id s = (weft_stream_id)(uintptr_t)arg;
+  weft_stream_id other = s % NTHREADS + 1; /* the next thread's stream: every add crosses */
   weft_buffer x, y;
   weft_status st;
   if ((st = weft_buffer_create(dev, s, N * 4, &x)) ||
@@ -76,7 +77,7 @@ static void *client(void *arg) {
                            {y, 0, WEFT_WHOLE, WEFT_WRITE}};
     unsigned n = N;
     if ((st = weft_launch(dev, s, k_fill, grid, block, &bx, 1, &fa, sizeof(fa))) ||
-        (st = weft_launch(dev, s, k_add, grid, block, add, 3, &n, sizeof(n)))) {
+        (st = weft_launch(dev, other, k_add, grid, block, add, 3, &n, sizeof(n)))) {
       fail("launch", st);
       break;
     }
