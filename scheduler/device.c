@@ -1775,6 +1775,24 @@ weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
   return weft__token_wait(&tok);
 }
 
+weft_status weft_device_info_get(weft_device *dev, weft_device_info *out) {
+  weft_status st = check_device(dev);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  memset(out, 0, sizeof(*out));
+  out->max_streams = dev->max_streams;
+  out->memory_align = (uint32_t)weft_storage_alignment(dev->storage);
+  out->capacity = dev->mm_config.device_bytes;
+  if (dev->gpu) {
+    weft__gpu_info(dev, out);
+  } else {
+    out->backend = WEFT_BACKEND_HOST;
+    snprintf(out->name, sizeof(out->name), "host");
+    out->total_memory = dev->mm_config.device_bytes;
+  }
+  return NULL;
+}
+
 weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
   weft_status st = check_blocking(dev);
   if (st) return st;

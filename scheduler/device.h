@@ -268,6 +268,8 @@ void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver);
  * |poll|, first queries the streams with work outstanding (async faults). */
 void weft__gpu_check_poison(weft_device *dev, bool poll);
 void weft__gpu_stats(weft_device *dev, weft_device_stats *out);
+/* The CUDA fields of weft_device_info (backend, name, memory, driver). */
+void weft__gpu_info(weft_device *dev, weft_device_info *out);
 /* Moves the streams' cursors to what the GPU has completed (event polls). */
 void weft__gpu_progress(weft_device *dev);
 /* Before the scheduler parks: completion marks on the streams with work

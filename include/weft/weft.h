@@ -552,6 +552,19 @@ typedef struct weft_device_stats {
  * before the call. */
 WEFT_API weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out);
 
+/* What the device is; fixed at open, answered without a round trip. */
+typedef struct weft_device_info {
+  weft_backend backend;
+  char name[256];        /* "host", or the CUDA device's name */
+  uint64_t total_memory; /* CUDA: the device's memory; host: memory_capacity (0: none) */
+  uint64_t capacity;     /* the most weft may allocate (0: no cap) */
+  int driver_version;    /* CUDA: cuDriverGetVersion (e.g. 13000); host: 0 */
+  int ordinal;           /* CUDA: the device index */
+  uint32_t max_streams;  /* the stream pool's size */
+  uint32_t memory_align; /* allocations are aligned to this many bytes */
+} weft_device_info;
+WEFT_API weft_status weft_device_info_get(weft_device *dev, weft_device_info *out);
+
 #ifdef __cplusplus
 }
 #endif

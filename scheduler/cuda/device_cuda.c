@@ -5,6 +5,7 @@
  * same as on the host backend; see docs/cuda.md. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -19,6 +20,7 @@
 
 struct weft_gpu {
   weft_lanes *lanes;
+  int ordinal, driver_version;
   uint64_t capacity;
   pthread_mutex_t lock; /* module loads (client threads) */
   weft_cuda_module *modules[MAX_MODULES];
@@ -52,6 +54,9 @@ weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o) {
                                weft_cuda_context_poison(weft_lanes_context(g->lanes)));
   weft_storage_cuda_cap(dev->storage, o->memory_capacity);
   g->capacity = o->memory_capacity && o->memory_capacity < total ? o->memory_capacity : total;
+  g->ordinal = o->ordinal;
+  if (weft_lanes_driver(g->lanes)->cuDriverGetVersion(&g->driver_version) != CUDA_SUCCESS)
+    g->driver_version = 0;
   dev->gpu = g;
   return NULL;
 }
@@ -87,6 +92,16 @@ bool weft__gpu_fail_call(weft_device *dev, uint64_t n, weft_error_kind kind) {
 
 uint64_t weft__gpu_capacity(weft_device *dev) {
   return dev->gpu->capacity;
+}
+
+void weft__gpu_info(weft_device *dev, weft_device_info *out) {
+  struct weft_gpu *g = dev->gpu;
+  out->backend = WEFT_BACKEND_CUDA;
+  snprintf(out->name, sizeof(out->name), "%s", weft_lanes_device_name(g->lanes));
+  out->total_memory = weft_lanes_total_memory(g->lanes);
+  out->capacity = g->capacity;
+  out->driver_version = g->driver_version;
+  out->ordinal = g->ordinal;
 }
 
 void weft__gpu_stats(weft_device *dev, weft_device_stats *out) {

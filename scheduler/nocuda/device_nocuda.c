@@ -106,3 +106,7 @@ void weft__gpu_progress(weft_device *dev) {
 void weft__gpu_arm(weft_device *dev) {
   (void)dev;
 }
+
+void weft__gpu_info(weft_device *dev, weft_device_info *out) {
+  (void)dev, (void)out;
+}

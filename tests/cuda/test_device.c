@@ -369,6 +369,29 @@ static void host_device_still_works(void) {
   weft_device_close(host);
 }
 
+Test(open, info_names_the_device_its_memory_and_the_driver, .timeout = 30) {
+  cenv e;
+  cenv_options(&e);
+  e.opts.memory_capacity = 256u << 20;
+  cenv_open(&e);
+  weft_device_info info;
+  OK(weft_device_info_get(e.dev, &info));
+  cr_assert_eq(info.backend, WEFT_BACKEND_CUDA);
+  cr_assert_gt(strlen(info.name), 0);
+  cr_assert_gt(info.total_memory, 0);
+  cr_assert_gt(info.driver_version, 0);
+  cr_assert_eq(info.ordinal, 0);
+  cr_assert_eq(info.max_streams, e.opts.max_streams);
+  cr_assert_eq(info.memory_align, 256);
+  cr_assert_eq(info.capacity, info.total_memory < (256u << 20) ? info.total_memory : 256u << 20);
+  if (is_fake) {
+    cr_assert_str_eq(info.name, "Fake CUDA Device");
+    cr_assert_eq(info.driver_version, 13000);
+    cr_assert_eq(info.total_memory, UINT64_C(1) << 30);
+  }
+  cenv_close(&e);
+}
+
 Test(open, a_missing_driver_is_unsupported_and_the_host_backend_still_opens, .timeout = 30) {
   setenv("WEFT_CUDA_DRIVER", "/nonexistent/weft-test/libcuda.so.1", 1);
   weft_counting_allocator *ca;

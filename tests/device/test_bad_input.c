@@ -138,6 +138,30 @@ Test(device_open, null_options_give_a_working_default_device) {
   weft_device_close(dev);
 }
 
+Test(device_open, info_tells_the_backend_streams_and_capacity) {
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.max_streams = 6;
+  o.memory_capacity = 64u << 20;
+  weft_device *dev = NULL;
+  EXPECT_OK(weft_device_open(&o, &dev));
+  weft_device_info info;
+  EXPECT_ERR(INVALID, weft_device_info_get(dev, NULL));
+  EXPECT_OK(weft_device_info_get(dev, &info));
+  cr_assert_eq(info.backend, WEFT_BACKEND_HOST);
+  cr_assert_str_eq(info.name, "host");
+  cr_assert_eq(info.max_streams, 6);
+  cr_assert_eq(info.capacity, 64u << 20);
+  cr_assert_eq(info.total_memory, 64u << 20);
+  cr_assert_eq(info.driver_version, 0);
+  cr_assert(info.memory_align > 0 && (info.memory_align & (info.memory_align - 1)) == 0);
+  weft_device_close(dev);
+  EXPECT_OK(weft_device_open(NULL, &dev));
+  EXPECT_OK(weft_device_info_get(dev, &info));
+  cr_assert_eq(info.capacity, 0, "an uncapped host device");
+  weft_device_close(dev);
+}
+
 Test(device_open, close_and_options_init_accept_null) {
   weft_device_close(NULL);
   weft_device_options_init(NULL);
@@ -345,6 +369,8 @@ Test(null_device, every_call_is_invalid_argument) {
   EXPECT_ERR(INVALID, weft_check(NULL, NULL, 0));
   EXPECT_ERR(INVALID, weft_device_stats_get(NULL, &s));
   EXPECT_ERR(INVALID, weft_device_stats_get(NULL, NULL));
+  weft_device_info info;
+  EXPECT_ERR(INVALID, weft_device_info_get(NULL, &info));
   ASSERT_NO_LEAKS();
 }
 
