@@ -9,6 +9,7 @@
 typedef struct pending_free {
   CUdeviceptr ptr;
   uint64_t bytes;
+  bool async; /* stream-ordered: freed with cuMemFreeAsync */
 } pending_free;
 
 typedef struct cuda_storage {
@@ -24,6 +25,7 @@ typedef struct cuda_storage {
   weft_error_kind fail_kinds[16];
   uint32_t nfail;
   bool capped; /* total is the caller's cap, below the device's memory */
+  bool async;  /* stream-ordered allocation on |stream| (weft_storage_cuda_use_async) */
   pending_free *pending;
   uint32_t npending, cap_pending;
 } cuda_storage;
@@ -56,19 +58,39 @@ static weft_status cu_alloc(weft_storage *s, uint64_t size, weft_storage_handle 
   if (bytes > SIZE_MAX)
     return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, size, "size does not fit size_t");
   CUdeviceptr p = 0;
-  CUresult r = c->d->cuMemAlloc(&p, (size_t)bytes);
+  bool async = c->async;
+  CUresult r = CUDA_SUCCESS;
+  if (async) {
+    /* Stream-ordered, then synchronised with its (otherwise idle) stream:
+     * the memory is usable from every stream when this returns. */
+    r = c->d->cuMemAllocAsync(&p, (size_t)bytes, c->stream);
+    if (r == CUDA_SUCCESS) {
+      r = c->d->cuStreamSynchronize(c->stream);
+      if (r != CUDA_SUCCESS) {
+        if (c->d->cuMemFreeAsync(p, c->stream) != CUDA_SUCCESS) c->d->cuMemFree(p);
+        p = 0;
+      }
+    } else if (r == CUDA_ERROR_NOT_SUPPORTED) { /* no memory pools here: the plain call */
+      c->async = async = false;
+    }
+  }
+  if (!async) r = c->d->cuMemAlloc(&p, (size_t)bytes);
   if (r != CUDA_SUCCESS)
-    return weft_cuda_error_ex(c->d, c->poison, WEFT_CUDA_OP_ANY, r, size,
-                              "cuMemAlloc(%" PRIu64 " bytes)", bytes);
+    return weft_cuda_error_ex(c->d, c->poison, WEFT_CUDA_OP_ANY, r, size, "%s(%" PRIu64 " bytes)",
+                              async ? "cuMemAllocAsync" : "cuMemAlloc", bytes);
   c->allocated += bytes;
-  out->id = ++c->next_id;
+  /* The id's low bit says how it was allocated (and so how to free it). */
+  out->id = (++c->next_id << 1) | (async ? 1u : 0u);
   out->size = size;
   out->ptr = (void *)(uintptr_t)p;
   return NULL;
 }
 
-static void free_now(cuda_storage *c, CUdeviceptr p, uint64_t bytes) {
-  CUresult r = c->d->cuMemFree(p);
+static void free_now(cuda_storage *c, CUdeviceptr p, uint64_t bytes, bool async) {
+  /* cuMemFree synchronises the whole device; a stream-ordered free does not
+   * (the memory's users have all completed: weft frees only retired memory). */
+  CUresult r = async ? c->d->cuMemFreeAsync(p, c->stream) : c->d->cuMemFree(p);
+  if (r != CUDA_SUCCESS && async) r = c->d->cuMemFree(p); /* e.g. a faulted context */
   /* The driver releases the memory even when it reports a sticky error. */
   if (r != CUDA_SUCCESS) {
     weft_status st = weft_cuda_error_ex(c->d, c->poison, WEFT_CUDA_OP_ANY, r, bytes,
@@ -83,19 +105,35 @@ static void cu_dealloc(weft_storage *s, weft_storage_handle *h) {
   if (!h->id) return;
   CUdeviceptr p = (CUdeviceptr)(uintptr_t)h->ptr;
   uint64_t bytes = padded(h->size);
+  bool async = (h->id & 1u) != 0;
   h->id = 0;
   h->ptr = NULL;
   if (!weft__grow(c->alloc, (void **)&c->pending, &c->cap_pending, c->npending + 1,
                   sizeof(*c->pending))) {
-    free_now(c, p, bytes); /* no room to defer: free synchronously */
+    free_now(c, p, bytes, async); /* no room to defer: free now */
     return;
   }
-  c->pending[c->npending++] = (pending_free){p, bytes};
+  c->pending[c->npending++] = (pending_free){p, bytes, async};
 }
 
 static void cu_flush(weft_storage *s) {
   cuda_storage *c = (cuda_storage *)s;
-  for (uint32_t i = 0; i < c->npending; i++) free_now(c, c->pending[i].ptr, c->pending[i].bytes);
+  bool any_async = false;
+  for (uint32_t i = 0; i < c->npending; i++) {
+    free_now(c, c->pending[i].ptr, c->pending[i].bytes, c->pending[i].async);
+    any_async |= c->pending[i].async;
+  }
+  /* Stream-ordered frees return their memory once the stream gets there:
+   * wait for it, so a retry after a flush sees the memory. A fault drops
+   * what was queued: those are freed again, directly (a failure for the
+   * ones that did run is harmless). */
+  CUresult r = any_async ? c->d->cuStreamSynchronize(c->stream) : CUDA_SUCCESS;
+  if (r != CUDA_SUCCESS) {
+    weft_error_free(weft_cuda_error_ex(c->d, c->poison, WEFT_CUDA_OP_ANY, r, 0,
+                                       "cuStreamSynchronize (stream-ordered frees)"));
+    for (uint32_t i = 0; i < c->npending; i++)
+      if (c->pending[i].async) c->d->cuMemFree(c->pending[i].ptr);
+  }
   c->npending = 0;
 }
 
@@ -180,6 +218,12 @@ weft_status weft_storage_cuda_create(const weft_allocator *alloc, const weft_cud
 
 void weft_storage_cuda_set_stream(weft_storage *s, CUstream stream) {
   ((cuda_storage *)s)->stream = stream;
+}
+
+bool weft_storage_cuda_use_async(weft_storage *s) {
+  cuda_storage *c = (cuda_storage *)s;
+  c->async = c->stream && c->d->cuMemAllocAsync && c->d->cuMemFreeAsync;
+  return c->async;
 }
 
 void weft_storage_cuda_set_poison(weft_storage *s, weft_cuda_poison *poison) {

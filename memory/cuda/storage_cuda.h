@@ -30,6 +30,12 @@ weft_status weft_storage_cuda_create(const weft_allocator *alloc, const weft_cud
                                      uint64_t *capacity_out, weft_storage **out);
 /* The stream copies run on (NULL: the legacy stream, the default). */
 void weft_storage_cuda_set_stream(weft_storage *s, CUstream stream);
+/* Allocates stream-ordered from now on (cuMemAllocAsync / cuMemFreeAsync on
+ * the storage's stream, set first), when the driver has them: a free then
+ * does not synchronise the whole device as cuMemFree does. False when it
+ * cannot (no stream, or an old driver). A driver without memory pools
+ * (NOT_SUPPORTED) turns it off at the first allocation. */
+bool weft_storage_cuda_use_async(weft_storage *s);
 /* Where sticky driver errors are recorded (NULL: nowhere). */
 void weft_storage_cuda_set_poison(weft_storage *s, weft_cuda_poison *poison);
 /* Failpoint: the |n|th allocation from now (1-based) fails with |kind|

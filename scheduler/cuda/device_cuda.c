@@ -20,6 +20,7 @@
 
 struct weft_gpu {
   weft_lanes *lanes;
+  weft_cuda_stream *mem_stream; /* the storage's: stream-ordered allocation, copies */
   int ordinal, driver_version;
   uint64_t capacity;
   pthread_mutex_t lock; /* module loads (client threads) */
@@ -42,9 +43,11 @@ weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o) {
   pthread_mutex_init(&g->lock, NULL);
   weft_status st = weft_lanes_open(&dev->alloc, o->ordinal, &dev->wake, &g->lanes);
   uint64_t total = 0;
+  if (!st) st = weft_cuda_stream_create(weft_lanes_context(g->lanes), &g->mem_stream);
   if (!st)
     st = weft_storage_cuda_create(&dev->alloc, weft_lanes_driver(g->lanes), &total, &dev->storage);
   if (st) {
+    weft_cuda_stream_destroy(g->mem_stream);
     weft_lanes_close(g->lanes);
     pthread_mutex_destroy(&g->lock);
     weft__free(&dev->alloc, g, sizeof(*g), WEFT_CACHELINE);
@@ -53,6 +56,8 @@ weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o) {
   weft_storage_cuda_set_poison(dev->storage,
                                weft_cuda_context_poison(weft_lanes_context(g->lanes)));
   weft_storage_cuda_cap(dev->storage, o->memory_capacity);
+  weft_storage_cuda_set_stream(dev->storage, weft_cuda_stream_handle(g->mem_stream));
+  weft_storage_cuda_use_async(dev->storage); /* frees then never synchronise the device */
   g->capacity = o->memory_capacity && o->memory_capacity < total ? o->memory_capacity : total;
   g->ordinal = o->ordinal;
   if (weft_lanes_driver(g->lanes)->cuDriverGetVersion(&g->driver_version) != CUDA_SUCCESS)
@@ -76,6 +81,7 @@ void weft__gpu_close(weft_device *dev) {
       memcpy(&nx, p, sizeof(nx));
       weft_error_free(weft_cuda_pinned_free(d, p));
     }
+  weft_cuda_stream_destroy(g->mem_stream); /* the storage is gone already */
   weft_lanes_close(g->lanes);
   pthread_mutex_destroy(&g->lock);
   dev->gpu = NULL;

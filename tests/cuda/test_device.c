@@ -1046,7 +1046,7 @@ Test(driver_faults, each_driver_call_failing_once_is_reported_or_absorbed_and_th
     bool warm;
   } calls[] = {
       {"cuStreamCreate", CUDA_ERROR_OUT_OF_MEMORY, false},
-      {"cuMemAlloc", CUDA_ERROR_OUT_OF_MEMORY, false},
+      {"cuMemAllocAsync", CUDA_ERROR_OUT_OF_MEMORY, false},
       {"cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, false},
       {"cuMemcpyHtoDAsync", CUDA_ERROR_INVALID_VALUE, true},
       {"cuLaunchKernel", CUDA_ERROR_INVALID_VALUE, true},

@@ -489,6 +489,9 @@ static void *worker(void *arg) {
         if (r != CUDA_SUCCESS) set_sticky(r);
       }
       }
+    } else if (o->kind == OP_MEM_FREE) { /* dropped: the memory was never freed */
+      long i = alloc_exact(o->u.mem.ptr);
+      if (i >= 0) G.allocs[i].free_pending = false;
     }
     s->completed++;
     op_free(o);
