@@ -1515,6 +1515,39 @@ Test(capture, creating_a_buffer_on_the_captured_stream_dooms_the_recording, .tim
   cenv_close(&e);
 }
 
+Test(capture, a_launch_the_driver_refuses_while_capturing_fails_end_and_keeps_nothing,
+     .timeout = 60) {
+  cenv e;
+  cenv_options(&e);
+  need_fake("fake_cuda_fail_next");
+  cenv_open(&e);
+  enum { N = 1024 };
+  weft_buffer x = make_buffer(e.dev, 0, N * 4), y = make_buffer(e.dev, 0, N * 4);
+  fill(&e, 0, x, N, 1.0f);
+  fill(&e, 0, y, N, 1.0f);
+  weft_stream_id s0 = 0;
+  weft_capture *cap;
+  OK(weft_capture_prepare(e.dev, &s0, 1, &cap));
+  OK(weft_capture_begin(cap));
+  fill(&e, 0, x, N, 2.0f);
+  axpy(&e, 0, 3.0f, x, y, N);
+  /* Launches are recorded, not run: the driver sees them only at end, when
+   * they are stream-captured. The second one is refused there. */
+  uint64_t graphs = fstat("graph_execs_live");
+  fail_next("cuLaunchKernel", CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 1);
+  EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "refused while capturing");
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_ABORTED);
+  cr_assert_eq(fstat("graph_execs_live"), graphs, "an aborted capture kept a graph");
+  cr_assert_eq(fstat("graphs_live"), 0, "the graph template was left");
+  EXPECT_KIND(weft_capture_replay(cap), WEFT_ERR_GENERIC, NULL);
+  weft_capture_destroy(cap);
+  /* Nothing of the window ran, and the device goes on. */
+  expect_all(&e, 1, x, 0, N, 1.0f, "x after the refused capture");
+  axpy(&e, 0, 3.0f, x, y, N);
+  expect_all(&e, 1, y, 0, N, 4.0f, "an eager launch after it");
+  cenv_close(&e);
+}
+
 /* ---- the launch path allocates nothing once warm ------------------------------------------ */
 
 static void noop_fill_rounds(cenv *e, weft_buffer b0, weft_buffer b1, uint32_t n, int batches) {
