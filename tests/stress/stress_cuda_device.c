@@ -8,9 +8,11 @@
  * Main fills a shared buffer C on stream 0. 4 threads, each on its own
  * stream, loop: fill X with a round-dependent value, Y = X + C on the next
  * thread's stream (so every round crosses streams, and each stream carries
- * two threads' work), every 16th round read Y and check it exactly; every 64th round a weft_check
- * and a stats snapshot. A fifth thread syncs stream 0 meanwhile. At the end the device closes and
- * the driver must hold no stream, event, module or allocation.
+ * two threads' work), every 16th round read Y and check it exactly; every
+ * 64th round a weft_check and a stats snapshot. A fifth thread syncs stream
+ * 0 meanwhile, and a sixth replays a capture (one CUDA graph) with its input
+ * refreshed in place, checking every 8th replay. At the end the device
+ * closes and the driver must hold no stream, event, module or allocation.
  *
  * Exit status 0 on success, 1 on the first mismatch, 77 when weft or the
  * fake is built without cuda.h. */
@@ -44,7 +46,7 @@ typedef struct {
 } fill_args;
 
 static weft_device *dev;
-static weft_kernel k_fill, k_add;
+static weft_kernel k_fill, k_add, k_axpy;
 static weft_buffer shared_c;
 static int rounds = 2000;
 static _Atomic int failed;
@@ -109,6 +111,65 @@ static void *client(void *arg) {
   return NULL;
 }
 
+/* A capture of { b = 1; b = 2a + b } on its own stream, replayed with a
+ * refreshed in place every round while the clients run. */
+static void *replayer(void *arg) {
+  weft_stream_id s = (weft_stream_id)(uintptr_t)arg;
+  weft_buffer a, b;
+  weft_status st;
+  if ((st = weft_buffer_create(dev, s, N * 4, &a)) ||
+      (st = weft_buffer_create(dev, s, N * 4, &b))) {
+    fail("replayer create", st);
+    return NULL;
+  }
+  float *host = malloc(N * 4);
+  weft_capture *cap = NULL;
+  fill_args one = {1.0f, N};
+  struct {
+    float a;
+    unsigned n;
+  } two = {2.0f, N};
+  weft_binding wb = {b, 0, WEFT_WHOLE, WEFT_WRITE};
+  weft_binding ax[2] = {{a, 0, WEFT_WHOLE, WEFT_READ}, {b, 0, WEFT_WHOLE, WEFT_READ_WRITE}};
+  for (unsigned i = 0; i < N; i++) host[i] = 0.0f;
+  int replays = rounds / 4;
+  if ((st = weft_buffer_write(dev, s, a, 0, host, N * 4)) ||
+      (st = weft_capture_prepare(dev, &s, 1, &cap)) ||
+      (st = weft_launch(dev, s, k_fill, grid, block, &wb, 1, &one, sizeof(one))) || /* warm-up */
+      (st = weft_launch(dev, s, k_axpy, grid, block, ax, 2, &two, sizeof(two))) ||
+      (st = weft_capture_begin(cap)) ||
+      (st = weft_launch(dev, s, k_fill, grid, block, &wb, 1, &one, sizeof(one))) ||
+      (st = weft_launch(dev, s, k_axpy, grid, block, ax, 2, &two, sizeof(two))) ||
+      (st = weft_capture_end(cap))) {
+    fail("replayer capture", st);
+    replays = 0;
+  }
+  for (int r = 0; r < replays && !atomic_load(&failed); r++) {
+    for (unsigned i = 0; i < N; i++) host[i] = (float)(r % 97);
+    if ((st = weft_buffer_write(dev, s, a, 0, host, N * 4)) || (st = weft_capture_replay(cap))) {
+      fail("replay", st);
+      break;
+    }
+    if (r % 8 == 7) {
+      if ((st = weft_buffer_read(dev, s, b, 0, host, N * 4))) {
+        fail("replay read", st);
+        break;
+      }
+      for (unsigned i = 0; i < N; i++)
+        if (host[i] != 2.0f * (float)(r % 97) + 1.0f) {
+          fprintf(stderr, "replay %d element %u: %f\n", r, i, (double)host[i]);
+          fail("replay value", NULL);
+          break;
+        }
+    }
+  }
+  weft_capture_destroy(cap);
+  free(host);
+  weft_error_free(weft_buffer_release(dev, a));
+  weft_error_free(weft_buffer_release(dev, b));
+  return NULL;
+}
+
 static void *syncer(void *arg) {
   (void)arg;
   while (atomic_load(&done_threads) < NTHREADS && !atomic_load(&failed)) {
@@ -127,7 +188,7 @@ int main(int argc, char **argv) {
   weft_device_options o;
   weft_device_options_init(&o);
   o.backend = WEFT_BACKEND_CUDA;
-  o.max_streams = NTHREADS + 1;
+  o.max_streams = NTHREADS + 2;
   weft_status st = weft_device_open(&o, &dev);
   if (st) {
     fail("open", st);
@@ -137,6 +198,7 @@ int main(int argc, char **argv) {
   if ((st = weft_module_load(dev, weft_test_kernels_ptx, weft_test_kernels_ptx_len, &m)) ||
       (st = weft_kernel_cuda(dev, m, "weft_fill_f32", "b44", &k_fill)) ||
       (st = weft_kernel_cuda(dev, m, "weft_vec_add_f32", "bbb4", &k_add)) ||
+      (st = weft_kernel_cuda(dev, m, "weft_axpy_f32", "4bb4", &k_axpy)) ||
       (st = weft_buffer_create(dev, 0, N * 4, &shared_c))) {
     fail("setup", st);
     weft_device_close(dev);
@@ -146,10 +208,11 @@ int main(int argc, char **argv) {
   weft_binding bc = {shared_c, 0, WEFT_WHOLE, WEFT_WRITE};
   if ((st = weft_launch(dev, 0, k_fill, grid, block, &bc, 1, &half, sizeof(half))))
     fail("fill", st);
-  pthread_t t[NTHREADS + 1];
+  pthread_t t[NTHREADS + 2];
   for (uintptr_t i = 0; i < NTHREADS; i++) pthread_create(&t[i], NULL, client, (void *)(i + 1));
   pthread_create(&t[NTHREADS], NULL, syncer, NULL);
-  for (int i = 0; i <= NTHREADS; i++) pthread_join(t[i], NULL);
+  pthread_create(&t[NTHREADS + 1], NULL, replayer, (void *)(uintptr_t)(NTHREADS + 1));
+  for (int i = 0; i <= NTHREADS + 1; i++) pthread_join(t[i], NULL);
   weft_device_stats s;
   if ((st = weft_device_stats_get(dev, &s))) fail("stats", st);
   printf("stress_cuda_device: %d rounds x %d threads: %llu launches, %llu cross-stream waits "
