@@ -1053,7 +1053,7 @@ Test(fake_driver, capture_and_replay_match_eager_launches) {
   finish();
 }
 
-Test(fake_driver, captured_memory_and_event_nodes_are_visible) {
+Test(fake_driver, captured_memory_nodes_are_visible_and_events_are_only_dependencies) {
   start();
   CUmodule m = load_ptx();
   CUstream s;
@@ -1065,19 +1065,18 @@ Test(fake_driver, captured_memory_and_event_nodes_are_visible) {
   CK(cu.MemAllocAsync(&d, 128 * sizeof(float), s));
   CK(fill(fn(m, "weft_fill_f32"), d, 2.0f, 128, s));
   CK(cu.MemsetD8Async(d, 0, 4, s));
-  CK(cu.EventRecord(e, s));
-  CK(cu.StreamWaitEvent(s, e, 0));
+  CK(cu.EventRecord(e, s));        /* inside a capture: a dependency, as on a real */
+  CK(cu.StreamWaitEvent(s, e, 0)); /* driver, no node */
   CK(cu.MemFreeAsync(d, s));
   CUgraph graph;
   CK(cu.StreamEndCapture(s, &graph));
-  CK(cu.EventQuery(e)); /* recorded into the graph, not on the stream */
+  CK(cu.EventQuery(e)); /* recorded into the capture, not on the stream */
   size_t count = 8;
   CUgraphNode nodes[8];
   CK(cu.GraphGetNodes(graph, nodes, &count));
-  cr_assert_eq(count, 6);
-  static const CUgraphNodeType want[] = {
-      CU_GRAPH_NODE_TYPE_MEM_ALLOC,    CU_GRAPH_NODE_TYPE_KERNEL,     CU_GRAPH_NODE_TYPE_MEMSET,
-      CU_GRAPH_NODE_TYPE_EVENT_RECORD, CU_GRAPH_NODE_TYPE_WAIT_EVENT, CU_GRAPH_NODE_TYPE_MEM_FREE};
+  cr_assert_eq(count, 4);
+  static const CUgraphNodeType want[] = {CU_GRAPH_NODE_TYPE_MEM_ALLOC, CU_GRAPH_NODE_TYPE_KERNEL,
+                                         CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_MEM_FREE};
   for (size_t i = 0; i < count; i++) {
     CUgraphNodeType type;
     CK(cu.GraphNodeGetType(nodes[i], &type));
@@ -1091,6 +1090,98 @@ Test(fake_driver, captured_memory_and_event_nodes_are_visible) {
   cr_assert_eq(counter("live_allocations"), 0);
   CK(cu.EventDestroy(e));
   CK(cu.StreamDestroy(s));
+  CK(cu.ModuleUnload(m));
+  finish();
+}
+
+Test(fake_driver, a_capture_forks_into_another_stream_and_joins_back) {
+  start();
+  CUmodule m = load_ptx();
+  CUfunction f = fn(m, "weft_fill_f32"), add = fn(m, "weft_vec_add_f32");
+  CUstream a, b, run;
+  CUevent fork, join;
+  CK(cu.StreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  CK(cu.StreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CK(cu.StreamCreate(&run, CU_STREAM_NON_BLOCKING));
+  CK(cu.EventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  CK(cu.EventCreate(&join, CU_EVENT_DISABLE_TIMING));
+  enum { N = 1000 };
+  CUdeviceptr x, y, z;
+  CK(cu.MemAlloc(&x, N * 4));
+  CK(cu.MemAlloc(&y, N * 4));
+  CK(cu.MemAlloc(&z, N * 4));
+  CK(cu.StreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CK(cu.EventRecord(fork, a));
+  CK(cu.StreamWaitEvent(b, fork, 0)); /* b joins a's capture */
+  CUstreamCaptureStatus st;
+  CK(cu.StreamIsCapturing(b, &st));
+  cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the forked stream captures");
+  CK(fill(f, x, 1.5f, N, a));
+  CK(fill(f, y, 2.0f, N, b));
+  CK(cu.EventRecord(join, b));
+  CK(cu.StreamWaitEvent(a, join, 0)); /* ... and joins back */
+  unsigned n = N;
+  void *params[] = {&x, &y, &z, &n};
+  CK(launch(add, (N + 127) / 128, 128, a, params));
+  CUgraph graph;
+  cr_assert_eq(cu.StreamEndCapture(b, &graph), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED,
+               "only the origin ends a capture");
+  CK(cu.StreamEndCapture(a, &graph));
+  CK(cu.StreamIsCapturing(b, &st));
+  cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE, "the forked stream left with the origin");
+  size_t count = 8;
+  CUgraphNode nodes[8];
+  CK(cu.GraphGetNodes(graph, nodes, &count));
+  cr_assert_eq(count, 3, "the kernels of both streams, no event node");
+  cr_assert_eq(counter("kernels_run"), 0, "captured, not run");
+  CUgraphExec exec;
+  CK(cu.GraphInstantiateWithFlags(&exec, graph, 0));
+  CK(cu.GraphLaunch(exec, run));
+  CK(cu.StreamSynchronize(run));
+  float got[N];
+  CK(cu.MemcpyDtoH(got, z, sizeof(got)));
+  for (int i = 0; i < N; i++) cr_assert_eq(got[i], 3.5f, "element %d", i);
+  CK(cu.GraphExecDestroy(exec));
+  CK(cu.GraphDestroy(graph));
+  CK(cu.MemFree(x));
+  CK(cu.MemFree(y));
+  CK(cu.MemFree(z));
+  CK(cu.EventDestroy(fork));
+  CK(cu.EventDestroy(join));
+  CK(cu.StreamDestroy(a));
+  CK(cu.StreamDestroy(b));
+  CK(cu.StreamDestroy(run));
+  CK(cu.ModuleUnload(m));
+  finish();
+}
+
+Test(fake_driver, a_fork_never_joined_back_fails_the_capture) {
+  start();
+  CUmodule m = load_ptx();
+  CUstream a, b;
+  CUevent fork;
+  CK(cu.StreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  CK(cu.StreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CK(cu.EventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  CUdeviceptr x;
+  CK(cu.MemAlloc(&x, 64 * 4));
+  CK(cu.StreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CK(cu.EventRecord(fork, a));
+  CK(cu.StreamWaitEvent(b, fork, 0));
+  CK(fill(fn(m, "weft_fill_f32"), x, 1.0f, 64, b)); /* work on b that a never waits for */
+  CUgraph graph = (CUgraph)1;
+  cr_assert_eq(cu.StreamEndCapture(a, &graph), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+  cr_assert_null(graph);
+  CUstreamCaptureStatus st;
+  CK(cu.StreamIsCapturing(b, &st));
+  cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+  CK(fill(fn(m, "weft_fill_f32"), x, 1.0f, 64, b)); /* b runs eagerly again */
+  CK(cu.StreamSynchronize(b));
+  cr_assert_eq(counter("graphs_live"), 0);
+  CK(cu.MemFree(x));
+  CK(cu.EventDestroy(fork));
+  CK(cu.StreamDestroy(a));
+  CK(cu.StreamDestroy(b));
   CK(cu.ModuleUnload(m));
   finish();
 }

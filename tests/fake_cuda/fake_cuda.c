@@ -96,6 +96,11 @@ struct CUevent_st {
   unsigned refs;
   uint64_t recorded_gen, done_gen;
   struct timespec time;
+  /* Recorded on a capturing stream: the capture (its id) and the stream and
+   * its captured node count then; a wait on it forks or joins. */
+  uint64_t cap_id;
+  struct CUstream_st *cap_stream;
+  size_t cap_ops;
 };
 
 enum capture_state { CAP_NONE, CAP_ACTIVE, CAP_INVALIDATED };
@@ -115,6 +120,11 @@ struct CUstream_st {
   pthread_t cap_thread;
   uint64_t cap_id;
   struct CUgraph_st *cap_graph;
+  /* Fork/join: a stream that joined another's capture by waiting on an
+   * event recorded there; the nodes it added, and how many of them a wait
+   * on an event of it has covered (joined back). */
+  struct CUstream_st *cap_origin; /* the stream that began the capture (itself there) */
+  size_t cap_ops, cap_joined_ops;
 };
 
 struct CUfunc_st {
@@ -529,7 +539,15 @@ static void stream_destroy(struct CUstream_st *s) {
     G.legacy = NULL;
   else
     G.st.streams_live--;
-  if (s->cap_graph) graph_free(s->cap_graph);
+  if (s->cap_graph && s->cap_origin == s) { /* forked streams leave the capture */
+    for (struct CUstream_st *t = G.streams; t; t = t->next)
+      if (t->cap_graph == s->cap_graph) {
+        t->cap = CAP_NONE;
+        t->cap_graph = NULL;
+        t->cap_origin = NULL;
+      }
+    graph_free(s->cap_graph);
+  }
   s->stop = true;
   pthread_cond_signal(&s->cv_work);
   unlock();
@@ -578,8 +596,13 @@ static CUresult barrier(struct CUstream_st *target, struct CUstream_st *waiter) 
   return CUDA_SUCCESS;
 }
 
+/* Invalidates |s|'s capture: every stream in it (forked ones included). */
 static void invalidate_capture(struct CUstream_st *s) {
-  if (s->cap == CAP_ACTIVE) s->cap = CAP_INVALIDATED;
+  if (s->cap != CAP_ACTIVE) return;
+  struct CUgraph_st *g = s->cap_graph;
+  for (struct CUstream_st *t = G.streams; t; t = t->next)
+    if (t->cap == CAP_ACTIVE && t->cap_graph == g) t->cap = CAP_INVALIDATED;
+  s->cap = CAP_INVALIDATED;
 }
 
 static CUgraphNodeType node_type(enum op_kind k) {
@@ -634,7 +657,10 @@ static CUresult submit(struct CUstream_st *s, op *o) {
   }
   if (s->cap == CAP_ACTIVE) {
     CUresult r = graph_append(s->cap_graph, o);
-    if (r != CUDA_SUCCESS) op_free(o);
+    if (r != CUDA_SUCCESS)
+      op_free(o);
+    else
+      s->cap_ops++;
     return r;
   }
   if (s->legacy) { /* the legacy stream waits for every blocking stream */
@@ -1106,6 +1132,29 @@ FC_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, u
   if ((r = resolve_stream(hStream, &s)) != CUDA_SUCCESS) return leave(r);
   if (!event_valid(hEvent)) return leave(CUDA_ERROR_INVALID_HANDLE);
   if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) return leave(CUDA_ERROR_INVALID_VALUE);
+  struct CUstream_st *from = hEvent->cap_id ? hEvent->cap_stream : NULL;
+  if (from && from->cap == CAP_ACTIVE && from->cap_id == hEvent->cap_id) {
+    /* An event recorded inside a live capture: the waiter joins it (a fork)
+     * or already is in it (a dependency; nodes replay in capture order, so
+     * it needs no node). Either way |from|'s nodes so far are covered. */
+    if (s->cap == CAP_NONE) {
+      s->cap = CAP_ACTIVE;
+      s->cap_mode = from->cap_mode;
+      s->cap_thread = from->cap_thread;
+      s->cap_id = from->cap_id;
+      s->cap_graph = from->cap_graph;
+      s->cap_origin = from->cap_origin;
+      s->cap_ops = s->cap_joined_ops = 0;
+    } else if (s->cap_graph != from->cap_graph) {
+      invalidate_capture(s);
+      invalidate_capture(from);
+      return leave(CUDA_ERROR_STREAM_CAPTURE_MERGE);
+    } else if (s->cap != CAP_ACTIVE) {
+      return leave(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    }
+    if (hEvent->cap_ops > from->cap_joined_ops) from->cap_joined_ops = hEvent->cap_ops;
+    return leave(CUDA_SUCCESS);
+  }
   op *o = op_new(OP_EVENT_WAIT);
   if (!o) return leave(CUDA_ERROR_OUT_OF_MEMORY);
   o->u.event.ev = hEvent;
@@ -1149,6 +1198,14 @@ FC_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
   struct CUstream_st *s;
   if ((r = resolve_stream(hStream, &s)) != CUDA_SUCCESS) return leave(r);
   if (!event_valid(hEvent)) return leave(CUDA_ERROR_INVALID_HANDLE);
+  if (s->cap == CAP_ACTIVE) { /* a capture dependency, not a node: fork/join */
+    hEvent->cap_id = s->cap_id;
+    hEvent->cap_stream = s;
+    hEvent->cap_ops = s->cap_ops;
+    return leave(CUDA_SUCCESS);
+  }
+  hEvent->cap_id = 0;
+  hEvent->cap_stream = NULL;
   op *o = op_new(OP_EVENT_RECORD);
   if (!o) return leave(CUDA_ERROR_OUT_OF_MEMORY);
   o->u.event.ev = hEvent;
@@ -1550,6 +1607,8 @@ FC_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCap
   s->cap_thread = pthread_self();
   s->cap_id = ++G.next_capture_id;
   s->cap_graph = g; /* listed as a graph only once the capture ends */
+  s->cap_origin = s;
+  s->cap_ops = s->cap_joined_ops = 0;
   G.st.captures++;
   return leave(CUDA_SUCCESS);
 }
@@ -1564,14 +1623,24 @@ FC_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph
   if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
       !pthread_equal(s->cap_thread, pthread_self()))
     return leave(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  if (s->cap_origin != s) return leave(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
   struct CUgraph_st *g = s->cap_graph;
-  bool invalid = s->cap == CAP_INVALIDATED;
+  bool invalid = s->cap == CAP_INVALIDATED, unjoined = false;
+  for (struct CUstream_st *t = G.streams; t; t = t->next) { /* forked streams leave it */
+    if (t == s || t->cap_graph != g) continue;
+    unjoined |= t->cap_ops > t->cap_joined_ops;
+    t->cap = CAP_NONE;
+    t->cap_graph = NULL;
+    t->cap_origin = NULL;
+  }
   s->cap = CAP_NONE;
   s->cap_graph = NULL;
-  if (invalid) {
+  s->cap_origin = NULL;
+  if (invalid || unjoined) {
     graph_free(g);
     *phGraph = NULL;
-    return leave(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    return leave(invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                         : CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
   }
   LIST_PUSH(G.graphs, g);
   G.st.graphs_live++;
