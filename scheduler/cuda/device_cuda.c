@@ -290,6 +290,103 @@ weft_status weft__gpu_launch(weft_device *dev, cmd *c) {
 
 /* ---- capture ----------------------------------------------------------------------------- */
 
+/* What the capture knows of a buffer: the private stream that last wrote
+ * it (-1: none yet) and those that read it since. */
+typedef struct cap_track {
+  const weft_buf *b;
+  int writer;
+  uint64_t readers;
+} cap_track;
+
+static cap_track *cap_find(cap_track *t, size_t *n, const weft_buf *b) {
+  for (size_t i = 0; i < *n; i++)
+    if (t[i].b == b) return &t[i];
+  t[*n] = (cap_track){b, -1, 0};
+  return &t[(*n)++];
+}
+
+/* Stream-captures |rec| (|nb| bindings in all) into one graph, on private
+ * streams, one per stream slot the recording used, on this (the
+ * scheduler's) thread: the first slot's stream begins the capture and forks
+ * into the others; a launch waits (an edge) for the streams that last wrote
+ * what it reads or writes, or read what it writes, as the scheduler would
+ * order them; at the end every stream joins back. Replays keep the
+ * recording's concurrency across slots. */
+static weft_status capture_graph(weft_device *dev, const cmd *rec, size_t nb,
+                                 weft_cuda_graph **out) {
+  *out = NULL;
+  weft_cuda_stream *cs[WEFT_MAX_STREAMS] = {NULL};
+  int idx[WEFT_MAX_STREAMS];
+  uint64_t count[WEFT_MAX_STREAMS] = {0};                    /* launches on each stream */
+  uint64_t seen[WEFT_MAX_STREAMS][WEFT_MAX_STREAMS] = {{0}}; /* [i][k]: count[k] i waited for */
+  uint32_t ns = 0;
+  for (uint32_t k = 0; k < WEFT_MAX_STREAMS; k++) idx[k] = -1;
+  size_t tbytes = sizeof(cap_track) * (nb ? nb : 1);
+  cap_track *track = weft__alloc(&dev->alloc, tbytes, 16);
+  size_t ntrack = 0;
+  weft_status st =
+      track ? NULL : weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, tbytes, "a capture");
+  for (const cmd *r = rec; r && !st; r = weft__cmd_next(r)) {
+    uint32_t slot = (uint32_t)(r->stream % dev->max_streams);
+    if (idx[slot] >= 0) continue;
+    idx[slot] = (int)ns;
+    st = weft_cuda_stream_create(ctx_of(dev), &cs[ns++]);
+  }
+  if (!st) st = weft_cuda_capture_begin(cs[0]);
+  if (st) {
+    for (uint32_t k = 0; k < ns; k++) weft_cuda_stream_destroy(cs[k]);
+    weft__free(&dev->alloc, track, tbytes, 16);
+    return st;
+  }
+  weft_status first = NULL; /* the first failure while capturing */
+  for (uint32_t k = 1; k < ns && !first; k++) first = weft_cuda_capture_edge(cs[0], cs[0], cs[k]);
+  for (const cmd *r = rec; r && !first; r = weft__cmd_next(r)) {
+    uint32_t i = (uint32_t)idx[r->stream % dev->max_streams];
+    uint64_t need = 0;
+    for (uint32_t j = 0; j < r->nb; j++) {
+      cap_track *t = cap_find(track, &ntrack, r->bufs[j]);
+      if (t->writer >= 0) need |= UINT64_C(1) << t->writer;
+      if (r->bindings[j].access & WEFT_WRITE) need |= t->readers;
+    }
+    need &= ~(UINT64_C(1) << i);
+    for (uint32_t k = 0; need && k < ns && !first; k++)
+      if ((need >> k & 1) && seen[i][k] < count[k]) { /* not waited for that far yet */
+        first = weft_cuda_capture_edge(cs[0], cs[k], cs[i]);
+        seen[i][k] = count[k];
+      }
+    if (first) break;
+    weft_status e = launch_on(dev, r, cs[i]);
+    if (e) {
+      first = weft_error_make(WEFT_ERR_GENERIC,
+                              "capture: launch %" PRIu64 " ('%s') refused while capturing: %s",
+                              r->launch_no, dev->kernels[r->kernel].name, weft_error_message(e));
+      weft_error_free(e);
+      break;
+    }
+    count[i]++;
+    for (uint32_t j = 0; j < r->nb; j++) {
+      cap_track *t = cap_find(track, &ntrack, r->bufs[j]);
+      if (r->bindings[j].access & WEFT_WRITE) {
+        t->writer = (int)i;
+        t->readers = 0;
+      } else {
+        t->readers |= UINT64_C(1) << i;
+      }
+    }
+  }
+  for (uint32_t k = 1; k < ns && !first; k++) first = weft_cuda_capture_edge(cs[0], cs[k], cs[0]);
+  st = weft_cuda_capture_end(cs[0], out); /* every stream leaves capture mode, even on error */
+  if (first) {
+    weft_error_free(st);
+    weft_cuda_graph_destroy(*out);
+    *out = NULL;
+    st = first;
+  }
+  for (uint32_t k = 0; k < ns; k++) weft_cuda_stream_destroy(cs[k]);
+  weft__free(&dev->alloc, track, tbytes, 16);
+  return st;
+}
+
 weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out) {
   *out = NULL;
   size_t nb = 0;
@@ -319,35 +416,13 @@ weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out) {
   k = 0;
   for (const cmd *r = rec; r; r = weft__cmd_next(r))
     for (uint32_t i = 0; i < r->nb; i++) g->bufs[k++] = r->bufs[i];
-  /* Stream capture on a stream of its own, on this (the scheduler's) thread. */
-  weft_cuda_stream *cs = NULL;
-  weft_status st = weft_cuda_stream_create(ctx_of(dev), &cs);
-  if (!st) st = weft_cuda_capture_begin(cs);
-  if (!st) {
-    weft_status first = NULL;
-    for (const cmd *r = rec; r && !first; r = weft__cmd_next(r)) {
-      weft_status e = launch_on(dev, r, cs);
-      if (e)
-        first = weft_error_make(WEFT_ERR_GENERIC,
-                                "capture: launch %" PRIu64 " ('%s') refused while capturing: %s",
-                                r->launch_no, dev->kernels[r->kernel].name, weft_error_message(e));
-      weft_error_free(e);
-    }
-    weft_cuda_graph *graph = NULL;
-    st = weft_cuda_capture_end(cs, &graph); /* leaves capture mode even on error */
-    if (first) {
-      weft_error_free(st);
-      weft_cuda_graph_destroy(graph);
-      st = first;
-    } else if (!st) {
-      g->graph = graph;
-    }
-  }
-  weft_cuda_stream_destroy(cs);
+  weft_cuda_graph *graph = NULL;
+  weft_status st = capture_graph(dev, rec, nb, &graph);
   if (st) {
     weft__cmd_free(g);
     return st;
   }
+  g->graph = graph;
   *out = g;
   return NULL;
 }

@@ -45,6 +45,12 @@ struct weft_cuda_stream {
   _Atomic uint64_t marks_fired;
   _Atomic uint64_t completed;
   _Atomic uint64_t *cursor; /* also stored by marks, when set (weft_cuda_stream_set_cursor) */
+  /* The origin of a capture: the events of its edges and the streams it
+   * forked into (weft_cuda_capture_edge), released at its end. */
+  CUevent *cap_events;
+  uint32_t ncap_events, cap_events_cap;
+  weft_cuda_stream **forked;
+  uint32_t nforked, forked_cap;
   void (*on_mark)(void *);
   void *on_mark_arg;
 };
@@ -196,6 +202,8 @@ CUstream weft_cuda_stream_handle(const weft_cuda_stream *s) {
   return s->stream;
 }
 
+static void capture_release(weft_cuda_stream *s);
+
 void weft_cuda_stream_destroy(weft_cuda_stream *s) {
   if (!s) return;
   weft_cuda_context *c = s->ctx;
@@ -206,6 +214,7 @@ void weft_cuda_stream_destroy(weft_cuda_stream *s) {
     if (d->cuStreamEndCapture(s->stream, &g) == CUDA_SUCCESS && g) d->cuGraphDestroy(g);
     s->capturing = false;
   }
+  capture_release(s);
   /* Every host function must have run before the mark nodes are freed. */
   weft_error_free(CU_ERR(c, WEFT_CUDA_OP_ANY, d->cuStreamSynchronize(s->stream),
                          "cuStreamSynchronize (stream destruction)"));
@@ -539,6 +548,45 @@ static weft_status count_memory_nodes(weft_cuda_context *c, CUgraph g, size_t *n
   return st;
 }
 
+/* The origin's edge events and forked streams, once its capture is over. */
+static void capture_release(weft_cuda_stream *s) {
+  for (uint32_t i = 0; i < s->ncap_events; i++) s->ctx->d->cuEventDestroy(s->cap_events[i]);
+  for (uint32_t i = 0; i < s->nforked; i++) s->forked[i]->capturing = false;
+  weft__free(s->ctx->alloc, s->cap_events, sizeof(CUevent) * s->cap_events_cap, 16);
+  weft__free(s->ctx->alloc, s->forked, sizeof(weft_cuda_stream *) * s->forked_cap, 16);
+  s->cap_events = NULL;
+  s->forked = NULL;
+  s->ncap_events = s->cap_events_cap = s->nforked = s->forked_cap = 0;
+}
+
+weft_status weft_cuda_capture_edge(weft_cuda_stream *origin, weft_cuda_stream *from,
+                                   weft_cuda_stream *to) {
+  weft_cuda_context *c = origin->ctx;
+  if (!origin->capturing || !from->capturing || from == to)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "weft_cuda_capture_edge: |from| must be in the origin's capture and "
+                           "differ from |to|");
+  weft_status st = ensure_current(c);
+  if (st) return st;
+  if (!weft__grow(c->alloc, (void **)&origin->cap_events, &origin->cap_events_cap,
+                  origin->ncap_events + 1, sizeof(CUevent)) ||
+      (!to->capturing && !weft__grow(c->alloc, (void **)&origin->forked, &origin->forked_cap,
+                                     origin->nforked + 1, sizeof(weft_cuda_stream *))))
+    return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(CUevent), "a capture edge");
+  CUevent ev = NULL;
+  CUresult r = c->d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+  if (r != CUDA_SUCCESS) return CU_ERR(c, WEFT_CUDA_OP_ANY, r, "cuEventCreate (capture edge)");
+  origin->cap_events[origin->ncap_events++] = ev;
+  r = c->d->cuEventRecord(ev, from->stream);
+  if (r == CUDA_SUCCESS) r = c->d->cuStreamWaitEvent(to->stream, ev, 0);
+  if (r != CUDA_SUCCESS) return CU_ERR(c, WEFT_CUDA_OP_ANY, r, "a capture edge (record, wait)");
+  if (!to->capturing) { /* the fork: |to| joined the capture */
+    to->capturing = true;
+    origin->forked[origin->nforked++] = to;
+  }
+  return NULL;
+}
+
 weft_status weft_cuda_capture_end(weft_cuda_stream *s, weft_cuda_graph **out) {
   weft_cuda_context *c = s->ctx;
   const weft_cuda_driver *d = c->d;
@@ -547,9 +595,13 @@ weft_status weft_cuda_capture_end(weft_cuda_stream *s, weft_cuda_graph **out) {
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "weft_cuda_capture_end: not capturing");
   s->capturing = false; /* first: the stream leaves capture mode even if sealing fails */
   weft_status st = ensure_current(c);
-  if (st) return st;
+  if (st) {
+    capture_release(s);
+    return st;
+  }
   CUgraph g = NULL;
   CUresult r = d->cuStreamEndCapture(s->stream, &g);
+  capture_release(s); /* forked streams left with the origin */
   if (r != CUDA_SUCCESS) {
     if (g) d->cuGraphDestroy(g);
     return CU_ERR(c, WEFT_CUDA_OP_ANY, r, "cuStreamEndCapture");

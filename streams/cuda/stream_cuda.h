@@ -156,6 +156,15 @@ typedef struct weft_cuda_graph weft_cuda_graph;
  * capture_end, launches, copies and host callbacks on the stream are
  * recorded, not run; record and mark are refused. */
 weft_status weft_cuda_capture_begin(weft_cuda_stream *s);
+/* During a capture begun on |origin|: makes |to| wait for the work captured
+ * so far on |from| (the origin or a stream it forked into). A |to| not in
+ * the capture yet joins it (a fork: its work becomes nodes of the same
+ * graph); every forked stream must be joined back into the origin by an
+ * edge before capture_end (else CUDA_ERROR_STREAM_CAPTURE_UNJOINED). The
+ * edge's event lives until capture_end. A forked stream refuses record and
+ * mark like the origin until then. */
+weft_status weft_cuda_capture_edge(weft_cuda_stream *origin, weft_cuda_stream *from,
+                                   weft_cuda_stream *to);
 /* Ends the capture (the stream leaves capture mode even on error), rejects a
  * graph holding memory nodes (cuMemAllocAsync / cuMemFreeAsync inside the
  * capture: such a graph launches once and fails every relaunch), then

@@ -1515,6 +1515,57 @@ Test(capture, creating_a_buffer_on_the_captured_stream_dooms_the_recording, .tim
   cenv_close(&e);
 }
 
+/* The step of the two-stream capture below: b = 2x + 0.5 on stream 1 while a
+ * = 1 on stream 0; c = a + b on 0 (waits for 1); d = 3c on 1 (waits for 0). */
+static void two_stream_step(cenv *e, weft_buffer x, weft_buffer a, weft_buffer b, weft_buffer c,
+                            weft_buffer d, uint32_t n) {
+  fill(e, 0, a, n, 1.0f);
+  fill(e, 1, b, n, 0.5f);
+  axpy(e, 1, 2.0f, x, b, n);
+  vec_add(e, 0, a, b, c, n);
+  fill(e, 1, d, n, 0.0f);
+  axpy(e, 1, 3.0f, c, d, n);
+}
+
+Test(capture, a_capture_over_two_streams_replays_as_one_graph_with_both_branches, .timeout = 60) {
+  cenv e = cenv_new();
+  enum { N = 4096 };
+  weft_buffer x = make_buffer(e.dev, 0, N * 4), a = make_buffer(e.dev, 0, N * 4),
+              b = make_buffer(e.dev, 1, N * 4), c = make_buffer(e.dev, 0, N * 4),
+              d = make_buffer(e.dev, 1, N * 4);
+  float *host = malloc(N * 4);
+  cr_assert_not_null(host);
+  for (uint32_t i = 0; i < N; i++) host[i] = 0.0f;
+  OK(weft_buffer_write(e.dev, 0, x, 0, host, N * 4));
+  weft_stream_id both[2] = {0, 1};
+  weft_capture *cap;
+  OK(weft_capture_prepare(e.dev, both, 2, &cap));
+  two_stream_step(&e, x, a, b, c, d, N); /* warm-up */
+  OK(weft_capture_begin(cap));
+  two_stream_step(&e, x, a, b, c, d, N);
+  OK(weft_capture_end(cap));
+  cr_assert_eq(weft_capture_launches(cap), 6);
+  uint64_t kernels = fstat("kernels_run"), graphs = fstat("graph_launches");
+  for (uint32_t r = 1; r <= 5; r++) {
+    for (uint32_t i = 0; i < N; i++) host[i] = (float)(r * 10 + i % 7);
+    OK(weft_buffer_write(e.dev, 0, x, 0, host, N * 4)); /* refreshed in place */
+    OK(weft_capture_replay(cap));
+    float *got = read_f32(&e, 2, d, 0, N);
+    for (uint32_t i = 0; i < N; i++)
+      cr_assert_eq(got[i], 3.0f * (1.0f + 2.0f * host[i] + 0.5f), "replay %u, element %u", r, i);
+    free(got);
+  }
+  if (is_fake) {
+    cr_assert_eq(fstat("graph_launches") - graphs, 5, "one graph launch per replay");
+    cr_assert_eq(fstat("kernels_run") - kernels, 30, "every recorded launch in every replay");
+  }
+  weft_device_stats st = stats_of(e.dev);
+  cr_assert_eq(st.launches_failed + st.launches_skipped, 0);
+  weft_capture_destroy(cap);
+  free(host);
+  cenv_close(&e);
+}
+
 Test(capture, a_launch_the_driver_refuses_while_capturing_fails_end_and_keeps_nothing,
      .timeout = 60) {
   cenv e;
