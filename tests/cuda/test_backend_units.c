@@ -844,6 +844,47 @@ Test(cuda_capture, an_invalidated_capture_is_an_error) {
   finish(c);
 }
 
+Test(cuda_capture, edges_fork_and_join_and_a_fork_left_unjoined_fails_end) {
+  load();
+  weft_cuda_context *c = open_context();
+  weft_cuda_module *m = load_kernels(c);
+  CUfunction noop;
+  OK(weft_cuda_module_function(m, "weft_noop", &noop));
+  weft_cuda_stream *a = NULL, *b = NULL;
+  OK(weft_cuda_stream_create(c, &a));
+  OK(weft_cuda_stream_create(c, &b));
+  expect(weft_cuda_capture_edge(a, a, b), WEFT_ERR_INVALID_ARGUMENT, "capture"); /* none begun */
+  OK(weft_cuda_capture_begin(a));
+  expect(weft_cuda_capture_edge(a, a, a), WEFT_ERR_INVALID_ARGUMENT, "differ");
+  expect(weft_cuda_capture_edge(a, b, a), WEFT_ERR_INVALID_ARGUMENT, "capture"); /* b not in it */
+  OK(weft_cuda_capture_edge(a, a, b));                                           /* the fork */
+  weft_cuda_event *ev = NULL;
+  expect(weft_cuda_stream_record(b, &ev), WEFT_ERR_INVALID_ARGUMENT, "capture");
+  OK(weft_cuda_launch(a, noop, one, one, 0, NULL));
+  OK(weft_cuda_launch(b, noop, one, one, 0, NULL));
+  OK(weft_cuda_capture_edge(a, b, a)); /* the join */
+  weft_cuda_graph *g = NULL;
+  OK(weft_cuda_capture_end(a, &g));
+  cr_assert_eq(weft_cuda_graph_nodes(g), 2);
+  OK(weft_cuda_graph_launch(g, b)); /* b is out of the capture: it runs the graph */
+  OK(weft_cuda_stream_sync(b));
+  weft_cuda_graph_destroy(g);
+  /* A fork with work that nobody joins back. */
+  OK(weft_cuda_capture_begin(a));
+  OK(weft_cuda_capture_edge(a, a, b));
+  OK(weft_cuda_launch(b, noop, one, one, 0, NULL));
+  expect(weft_cuda_capture_end(a, &g), WEFT_ERR_GENERIC, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED");
+  cr_assert_null(g);
+  OK(weft_cuda_stream_record(b, &ev)); /* b left the capture with a */
+  weft_cuda_event_release(ev);
+  OK(weft_cuda_stream_sync(b));
+  weft_cuda_stream_destroy(a);
+  weft_cuda_stream_destroy(b);
+  weft_cuda_module_unload(m);
+  expect_fake_clean();
+  finish(c);
+}
+
 /* ---- sticky faults ------------------------------------------------------------------------ */
 
 Test(cuda_sticky, a_faulting_kernel_poisons_the_context) {
