@@ -1007,8 +1007,9 @@ Test(memory, close_leaves_nothing_in_the_driver, .timeout = 60) {
 
 /* ---- a driver call that fails once ------------------------------------------------------- */
 
-/* One round: x written on stream 0, y filled on 1 (both behind a 20 ms
- * kernel), z = x + y on 2, read on 3. Returns the read's status (NULL: z was checked exactly). */
+/* One round: x written on stream 0, y filled on 1 (both behind a 100 ms
+ * kernel: long enough that a loaded machine still submits the rest first),
+ * z = x + y on 2, read on 3. Returns the read's status (NULL: z was checked exactly). */
 static weft_status injected_round(cenv *e, float base) {
   enum { N = 4096 };
   weft_buffer x = make_buffer(e->dev, 0, N * 4), y = make_buffer(e->dev, 1, N * 4),
@@ -1018,8 +1019,8 @@ static weft_status injected_round(cenv *e, float base) {
   for (uint32_t i = 0; i < N; i++) host[i] = base + (float)i;
   /* Slow producers: the consumer's waits are issued on the device, and the
    * scheduler parks (arming completion marks) while it waits for them. */
-  spin(e, 0, 20000);
-  spin(e, 1, 20000);
+  spin(e, 0, 100000);
+  spin(e, 1, 100000);
   OK(weft_buffer_write(e->dev, 0, x, 0, host, N * 4));
   fill(e, 1, y, N, 0.5f);
   vec_add(e, 2, x, y, z, N);
