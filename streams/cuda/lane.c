@@ -8,8 +8,13 @@
 
 #include "core/alloc.h"
 
-/* Events kept per lane for later waits to bind to (the newest chains'). */
+/* Events kept per lane for later waits to bind to and for completion polls
+ * (the newest ones). */
 #define LANE_RING 32u
+/* A chain records an event when this many positions passed since the last
+ * one: a poll point for completion. Waits record their own when they need
+ * a later one, so fine-grained chains do not pay a record each. */
+#define LANE_EVENT_EVERY 32u
 
 typedef struct lane_event {
   uint64_t seq;
@@ -22,6 +27,7 @@ typedef struct lane {
   weft_cuda_stream *cs;
   uint64_t enqueued; /* the last position handed to the CUDA stream */
   uint64_t marked;   /* the last position a completion mark was enqueued after */
+  uint64_t evented;  /* the position of the newest event recorded */
   lane_event ring[LANE_RING];
   uint32_t rhead, rn; /* the oldest entry, and how many */
 } lane;
@@ -193,6 +199,8 @@ static void ring_prune(lane *l) {
   }
 }
 
+static bool ring_record(lane *l, uint64_t seq);
+
 /* Makes |l| wait (on the device) for |origin| to pass |seq|. */
 static void lane_wait(lane *l, lane *origin, uint64_t seq) {
   weft_lanes *b = l->b;
@@ -201,21 +209,25 @@ static void lane_wait(lane *l, lane *origin, uint64_t seq) {
     return;
   }
   ring_prune(origin);
-  /* The oldest event at or after |seq|: every chain's end has one, so only
-   * an evicted or failed record leaves a later one (a longer wait, still
-   * correct) or none. */
-  for (uint32_t i = 0; i < origin->rn; i++) {
+  /* The oldest event at or after |seq|; none yet: one recorded now at the
+   * origin's end, which is at or past |seq| (everything the origin was
+   * handed is enqueued already, and before this wait: no cycle). */
+  lane_event *use = NULL;
+  for (uint32_t i = 0; i < origin->rn && !use; i++) {
     lane_event *e = &origin->ring[(origin->rhead + i) % LANE_RING];
-    if (e->seq < seq) continue;
-    weft_status st = weft_cuda_stream_wait(l->cs, e->ev);
+    if (e->seq >= seq) use = e;
+  }
+  if (!use && ring_record(origin, origin->enqueued))
+    use = &origin->ring[(origin->rhead + origin->rn - 1) % LANE_RING];
+  if (use) {
+    weft_status st = weft_cuda_stream_wait(l->cs, use->ev);
     if (!st) {
       b->stats.event_waits++;
       return;
     }
     weft_error_free(st);
-    break;
   }
-  /* No event to bind to: wait on the host (rare; correct). */
+  /* No event to bind to (the driver refused one): wait on the host. */
   b->stats.host_waits++;
   weft_error_free(weft_cuda_stream_sync(origin->cs));
   if (!weft_lanes_poisoned(b)) cursor_advance(origin, origin->enqueued);
@@ -238,6 +250,7 @@ static bool ring_record(lane *l, uint64_t seq) {
   }
   l->ring[(l->rhead + l->rn) % LANE_RING] = (lane_event){seq, ev};
   l->rn++;
+  l->evented = seq;
   return true;
 }
 
@@ -272,11 +285,14 @@ static void lane_submit(weft_stream *s, weft_task *first, weft_task *last) {
     t->run(t); /* enqueues the task's work on l->cs (or records why not) */
   }
   l->enqueued = last->seq;
-  /* Completion is polled through the chain's event while the owner is busy
-   * (weft_lanes_progress); a mark, which holds the stream up until the
-   * driver's thread runs it, is enqueued only before the owner parks
-   * (weft_lanes_arm), or here when no event could be recorded. */
-  if (!dead && !weft_lanes_poisoned(b) && !ring_record(l, last->seq)) lane_mark(l);
+  /* Completion is polled through events while the owner is busy
+   * (weft_lanes_progress; one every LANE_EVENT_EVERY positions); a mark,
+   * which holds the stream up until the driver's thread runs it, is
+   * enqueued only before the owner parks (weft_lanes_arm), or here when no
+   * event could be recorded. */
+  if (!dead && !weft_lanes_poisoned(b) && last->seq - l->evented >= LANE_EVENT_EVERY &&
+      !ring_record(l, last->seq))
+    lane_mark(l);
   if (weft_lanes_poisoned(b)) weft_lanes_force_complete(b);
 }
 

@@ -5,9 +5,10 @@
  *
  *   submit(chain): for each task, its cross-stream waits become
  *   cuStreamWaitEvent on an event of the origin lane (none when the origin
- *   already completed the position), then task->run; after the chain one
- *   event is recorded: what later waits bind to, and what the owner polls
- *   (weft_lanes_progress) to move the lane's |completed| cursor.
+ *   already completed the position; one recorded at the origin's end when
+ *   it has none at or after the position), then task->run; after the chain
+ *   an event is recorded when 32 positions passed since the last: what the
+ *   owner polls (weft_lanes_progress) to move the lane's |completed| cursor.
  *
  *   Before the owner parks, weft_lanes_arm enqueues a completion mark on
  *   every lane with work outstanding: a host function that moves the cursor
