@@ -477,6 +477,31 @@ static void fail_launch(cmd *c, weft_status err) {
   exec_taint_outputs(c, c->p); /* the scope's id: tainted unless proven written */
 }
 
+/* Runs a host kernel over its grid, block by block (x fastest). */
+static weft_status run_host_kernel(weft_device *dev, cmd *c) {
+  uint64_t sizes[WEFT_MAX_BINDINGS];
+  for (uint32_t i = 0; i < c->nb; i++) {
+    c->ptrs[i] = buf_ptr(c->bufs[i], c->bindings[i].offset);
+    sizes[i] = c->bindings[i].size;
+  }
+  weft_kernel_ctx ctx = {.buffers = c->ptrs,
+                         .sizes = sizes,
+                         .num_buffers = c->nb,
+                         .scalars = c->scalar_bytes ? c->scalars : NULL,
+                         .scalar_bytes = c->scalar_bytes};
+  memcpy(ctx.grid, c->grid, sizeof(ctx.grid));
+  memcpy(ctx.block, c->block, sizeof(ctx.block));
+  const weft_kernel_entry *k = &dev->kernels[c->kernel];
+  weft_status err = NULL;
+  for (uint32_t z = 0; z < c->grid[2] && !err; z++)
+    for (uint32_t y = 0; y < c->grid[1] && !err; y++)
+      for (uint32_t x = 0; x < c->grid[0] && !err; x++) {
+        ctx.block_idx[0] = x, ctx.block_idx[1] = y, ctx.block_idx[2] = z;
+        err = k->fn(&ctx, k->user);
+      }
+  return err;
+}
+
 static void run_launch(weft_task *t) {
   cmd *c = (cmd *)t;
   weft_device *dev = c->dev;
@@ -519,39 +544,8 @@ static void run_launch(weft_task *t) {
                                    c->launch_no, dev->kernels[c->kernel].name));
     return;
   }
-  if (dev->gpu) {
-    weft_status err = weft__gpu_launch(dev, c);
-    if (err) {
-      fail_launch(c, err);
-      return;
-    }
-    for (uint32_t i = 0; i < c->nb; i++)
-      if (is_write(c->bindings[i].access))
-        weft_taint_written(&c->bufs[i]->exec, &dev->alloc, NULL,
-                           range_of(c->bindings[i].offset, c->bindings[i].size));
-    c->result = OUT_RUN;
-    return;
-  }
-  uint64_t sizes[WEFT_MAX_BINDINGS];
-  for (uint32_t i = 0; i < c->nb; i++) {
-    c->ptrs[i] = buf_ptr(c->bufs[i], c->bindings[i].offset);
-    sizes[i] = c->bindings[i].size;
-  }
-  weft_kernel_ctx ctx = {.buffers = c->ptrs,
-                         .sizes = sizes,
-                         .num_buffers = c->nb,
-                         .scalars = c->scalar_bytes ? c->scalars : NULL,
-                         .scalar_bytes = c->scalar_bytes};
-  memcpy(ctx.grid, c->grid, sizeof(ctx.grid));
-  memcpy(ctx.block, c->block, sizeof(ctx.block));
-  const weft_kernel_entry *k = &dev->kernels[c->kernel];
-  weft_status err = NULL;
-  for (uint32_t z = 0; z < c->grid[2] && !err; z++)
-    for (uint32_t y = 0; y < c->grid[1] && !err; y++)
-      for (uint32_t x = 0; x < c->grid[0] && !err; x++) {
-        ctx.block_idx[0] = x, ctx.block_idx[1] = y, ctx.block_idx[2] = z;
-        err = k->fn(&ctx, k->user);
-      }
+  /* A GPU launch is enqueued (its refusal is known now); a host kernel runs. */
+  weft_status err = dev->gpu ? weft__gpu_launch(dev, c) : run_host_kernel(dev, c);
   if (err) {
     fail_launch(c, err);
     return;
@@ -859,10 +853,10 @@ static void complete_launch(weft_device *dev, cmd *c) {
 
 static void complete(weft_device *dev, cmd *c) {
   dev->inflight--;
-  /* A GPU fault stops everything queued: nothing retired after the device
-   * was poisoned can be trusted to have run. */
   if (dev->gpu && (c->kind == CMD_SYNC || c->kind == CMD_READ))
     weft__gpu_sync_point(dev, c->task.on); /* a host sync reports what the device hit */
+  /* A GPU fault stops everything queued: nothing retired after the device
+   * was poisoned can be trusted to have run. */
   if (dev->gpu && poisoned(dev) && c->result != OUT_NONE) {
     weft_error_free(c->error);
     c->error = NULL;
