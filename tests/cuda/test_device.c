@@ -392,8 +392,11 @@ Test(open, info_names_the_device_its_memory_and_the_driver, .timeout = 30) {
   cenv_close(&e);
 }
 
-Test(open, a_missing_driver_is_unsupported_and_the_host_backend_still_opens, .timeout = 30) {
-  setenv("WEFT_CUDA_DRIVER", "/nonexistent/weft-test/libcuda.so.1", 1);
+/* With WEFT_CUDA_DRIVER at |path|, opening a CUDA device fails with
+ * UnsupportedIoOperation saying |needle|, leaks nothing, and the host
+ * backend still works. */
+static void expect_driver_refused(const char *path, const char *needle, int line) {
+  setenv("WEFT_CUDA_DRIVER", path, 1);
   weft_counting_allocator *ca;
   OK(weft_counting_allocator_create(&ca));
   weft_allocator a = weft_counting_allocator_get(ca);
@@ -402,42 +405,24 @@ Test(open, a_missing_driver_is_unsupported_and_the_host_backend_still_opens, .ti
   o.allocator = &a;
   o.backend = WEFT_BACKEND_CUDA;
   o.ordinal = 0;
-  EXPECT_OPEN_FAILS(&o, ca, WEFT_ERR_UNSUPPORTED_IO_OPERATION, "no CUDA driver");
+  expect_open_fails(&o, ca, WEFT_ERR_UNSUPPORTED_IO_OPERATION, needle, line);
   weft_counting_allocator_destroy(ca);
   host_device_still_works();
   ASSERT_NO_LEAKS();
+}
+
+Test(open, a_missing_driver_is_unsupported_and_the_host_backend_still_opens, .timeout = 30) {
+  expect_driver_refused("/nonexistent/weft-test/libcuda.so.1", "no CUDA driver", __LINE__);
 }
 
 Test(open, the_toolkit_stub_is_unsupported_saying_so, .timeout = 30) {
   const char *stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
   if (access(stub, R_OK) != 0) cr_skip_test("no toolkit stub at %s", stub);
-  setenv("WEFT_CUDA_DRIVER", stub, 1);
-  weft_counting_allocator *ca;
-  OK(weft_counting_allocator_create(&ca));
-  weft_allocator a = weft_counting_allocator_get(ca);
-  weft_device_options o;
-  weft_device_options_init(&o);
-  o.allocator = &a;
-  o.backend = WEFT_BACKEND_CUDA;
-  EXPECT_OPEN_FAILS(&o, ca, WEFT_ERR_UNSUPPORTED_IO_OPERATION, "stub");
-  weft_counting_allocator_destroy(ca);
-  host_device_still_works();
-  ASSERT_NO_LEAKS();
+  expect_driver_refused(stub, "stub", __LINE__);
 }
 
 Test(open, a_library_that_is_not_a_driver_is_unsupported_naming_what_it_lacks, .timeout = 30) {
-  setenv("WEFT_CUDA_DRIVER", "libm.so.6", 1);
-  weft_counting_allocator *ca;
-  OK(weft_counting_allocator_create(&ca));
-  weft_allocator a = weft_counting_allocator_get(ca);
-  weft_device_options o;
-  weft_device_options_init(&o);
-  o.allocator = &a;
-  o.backend = WEFT_BACKEND_CUDA;
-  EXPECT_OPEN_FAILS(&o, ca, WEFT_ERR_UNSUPPORTED_IO_OPERATION, "lacks");
-  weft_counting_allocator_destroy(ca);
-  host_device_still_works();
-  ASSERT_NO_LEAKS();
+  expect_driver_refused("libm.so.6", "lacks", __LINE__);
 }
 
 Test(open, a_failing_cuInit_is_unsupported, .timeout = 30) {
