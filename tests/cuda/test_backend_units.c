@@ -27,52 +27,22 @@ Test(cuda_backend, skipped_no_cuda) {
 #include "memory/cuda/storage_cuda.h"
 #include "streams/cuda/stream_cuda.h"
 #include "support/asan_criterion.h"
+#include "support/fake_cuda_fixture.h"
 #include "weft_test_kernels_ptx.h"
 
 /* ---- fixture ------------------------------------------------------------------------------ */
 
 static weft_cuda_driver drv;
 static weft_allocator alloc;
-static void *keep;   /* an extra handle: libcuda is never unmapped under its threads */
-static bool is_fake; /* the loaded driver has the fake's control API */
-static fake_cuda_fail_next_fn fail_next;
-static fake_cuda_fault_fn fault;
-static fake_cuda_reset_fn fake_reset;
-static fake_cuda_stat_fn stat_of;
-
-static const char *driver_path(void) {
-  const char *p = getenv("WEFT_CUDA_DRIVER");
-  return p && *p ? p : FAKE_CUDA_PATH;
-}
-
-static void *fake_sym(const char *name) {
-  return keep ? dlsym(keep, name) : NULL;
-}
 
 /* Loads the driver (skips the test when there is none) and resets the fake. */
 static void load(void) {
   alloc = weft_allocator_libc();
   const char *path = driver_path();
-  keep = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!keep) cr_skip_test("no CUDA driver at %s: %s", path, dlerror());
-  void *p;
-  is_fake = (p = fake_sym("fake_cuda_reset")) != NULL;
-  if (is_fake) {
-    memcpy(&fake_reset, &p, sizeof p);
-    p = fake_sym("fake_cuda_fail_next");
-    memcpy(&fail_next, &p, sizeof p);
-    p = fake_sym("fake_cuda_fault");
-    memcpy(&fault, &p, sizeof p);
-    p = fake_sym("fake_cuda_stat");
-    memcpy(&stat_of, &p, sizeof p);
-    fake_reset();
-  }
+  fake_cuda_open(path);
+  if (is_fake) fake_reset();
   weft_status st = weft_cuda_driver_open(&drv, path, 0);
   cr_assert_null(st, "load %s: %s", path, weft_error_message(st));
-}
-
-static void need_fake(const char *why) {
-  if (!is_fake) cr_skip_test("needs the fake driver's control API (%s)", why);
 }
 
 static uint64_t stat(const char *name) {

@@ -35,52 +35,23 @@ Test(cuda_device, skipped_no_cuda) {
 
 #include "fake_cuda_control.h"
 #include "support/asan_criterion.h"
+#include "support/fake_cuda_fixture.h"
 #include "weft_test_kernels_ptx.h"
 
 /* ---- fixture ------------------------------------------------------------------------------ */
-
-static void *keep;   /* our handle on the driver: its control API, and never unmapped early */
-static bool is_fake; /* the loaded driver has the fake's control API */
-static fake_cuda_fail_next_fn fail_next;
-static fake_cuda_fault_fn fault;
-static fake_cuda_reset_fn fake_reset;
-static fake_cuda_stat_fn stat_of;
-
-static const char *driver_path(void) {
-  const char *p = getenv("WEFT_CUDA_DRIVER");
-  return p && *p ? p : FAKE_CUDA_PATH;
-}
-
-static void *fake_sym(const char *name) {
-  return keep ? dlsym(keep, name) : NULL;
-}
 
 /* Loads the driver weft will load (skips the test when there is none),
  * resets the fake and clears its environment. */
 static void load(void) {
   const char *path = driver_path();
   setenv("WEFT_CUDA_DRIVER", path, 1); /* run by hand: the device loads the same library */
-  keep = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!keep) cr_skip_test("no CUDA driver at %s: %s", path, dlerror());
-  void *p;
-  is_fake = (p = fake_sym("fake_cuda_reset")) != NULL;
+  fake_cuda_open(path);
   if (is_fake) {
-    memcpy(&fake_reset, &p, sizeof p);
-    p = fake_sym("fake_cuda_fail_next");
-    memcpy(&fail_next, &p, sizeof p);
-    p = fake_sym("fake_cuda_fault");
-    memcpy(&fault, &p, sizeof p);
-    p = fake_sym("fake_cuda_stat");
-    memcpy(&stat_of, &p, sizeof p);
     unsetenv("FAKE_CUDA_FAIL_INIT");
     unsetenv("FAKE_CUDA_DEVICES");
     unsetenv("FAKE_CUDA_MEMORY_BYTES");
     fake_reset();
   }
-}
-
-static void need_fake(const char *why) {
-  if (!is_fake) cr_skip_test("needs the fake driver's control API (%s)", why);
 }
 
 static uint64_t fstat(const char *name) {
