@@ -228,7 +228,6 @@ static void lane_wait(lane *l, lane *origin, uint64_t seq) {
     weft_error_free(st);
   }
   /* No event to bind to (the driver refused one): wait on the host. */
-  b->stats.host_waits++;
   weft_error_free(weft_cuda_stream_sync(origin->cs));
   if (!weft_lanes_poisoned(b)) cursor_advance(origin, origin->enqueued);
 }

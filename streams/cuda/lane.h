@@ -35,7 +35,6 @@ typedef struct weft_lanes weft_lanes;
 typedef struct weft_lanes_stats {
   uint64_t event_waits;    /* cuStreamWaitEvent issued */
   uint64_t waits_complete; /* waits found complete on the host: nothing issued */
-  uint64_t host_waits;     /* waits with no event to bind to: the origin was synchronised */
   uint64_t events_created; /* by every lane's pool */
   uint64_t marks;          /* completion marks enqueued */
 } weft_lanes_stats;
