@@ -655,7 +655,7 @@ static void sched_launch(weft_device *dev, cmd *c) {
 }
 
 void weft__launch_register(weft_device *dev, cmd *c) {
-  dev->stats.launches += c->graph ? c->graph_launches : 1;
+  dev->stats.launches += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
   launch_arm(dev, c);
   c->task.run = run_launch;
   weft__ms_register(dev, slot_of(dev, c->stream), c);
@@ -701,7 +701,7 @@ void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) 
   c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
   for (uint32_t i = 0; i < c->nb; i++) /* the recording keeps them alive; each run pins them */
     if (c->bufs[i]) c->bufs[i]->pending++;
-  dev->stats.launches_replayed += c->graph ? c->graph_launches : 1;
+  dev->stats.launches_replayed += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
   weft__launch_register(dev, c);
 }
 
@@ -827,7 +827,7 @@ static void complete_launch(weft_device *dev, cmd *c) {
       w[nw++] = target(c->bufs[i], c->bindings[i].offset, c->bindings[i].size);
   switch (c->result) {
   case OUT_RUN:
-    dev->stats.launches_run += c->graph ? c->graph_launches : 1;
+    dev->stats.launches_run += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
     if (w) run_scope(fs, c->p, w, nw);
     break;
   case OUT_FAILED: {
@@ -854,7 +854,7 @@ static void complete_launch(weft_device *dev, cmd *c) {
 static void complete(weft_device *dev, cmd *c) {
   dev->inflight--;
   if (dev->gpu && (c->kind == CMD_SYNC || c->kind == CMD_READ))
-    weft__gpu_sync_point(dev, c->task.on); /* a host sync reports what the device hit */
+    weft__gpu_sync_point(dev, dev->streams[slot_of(dev, c->stream)]); /* what the device hit */
   /* A GPU fault stops everything queued: nothing retired after the device
    * was poisoned can be trusted to have run. */
   if (dev->gpu && poisoned(dev) && c->result != OUT_NONE) {

@@ -44,22 +44,25 @@ typedef struct cmd {
   weft_device *dev;
   weft_stream_id stream;
   weft_token *token;
-  uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
-  uint64_t offset, len; /* WRITE, READ; CREATE: len = size */
-  void *data;           /* WRITE: bytes; READ: destination */
-  bool staged;          /* WRITE: |data| is a separate block for the drop queue */
-  void *staging;        /* READ on a GPU: pinned bytes the copy lands in, or NULL */
-  uint32_t staging_class;
-  void *graph;                /* LAUNCH on a CUDA device: replays this CUDA graph (a capture's) */
-  uint32_t graph_launches;    /* ... of that many recorded launches */
+  uint64_t buffer;            /* CREATE, WRITE, READ, RELEASE */
+  uint64_t offset, len;       /* WRITE, READ; CREATE: len = size */
+  void *data;                 /* WRITE: bytes; READ: destination */
+  bool staged;                /* WRITE: |data| is a separate block for the drop queue */
   uint32_t kernel;            /* LAUNCH: index into the kernel table */
   uint64_t launch_no;         /* LAUNCH: 1-based number on the device */
   uint32_t grid[3], block[3]; /* LAUNCH */
   uint32_t nb;                /* LAUNCH: bindings; CHECK: handles */
   weft_binding *bindings;     /* LAUNCH (sizes resolved) */
-  void **ptrs;                /* LAUNCH: binding addresses, resolved at dispatch */
-  uint64_t *handles;          /* CHECK */
-  weft_buf **bufs;            /* LAUNCH, READ, WRITE: resolved buffers */
+  /* Kind-specific pointers share a word (commands stay in their size class). */
+  union {
+    void **ptrs;   /* LAUNCH on the host: binding addresses, resolved at dispatch */
+    void *staging; /* WRITE, READ on a GPU: the copy's pinned bytes, or NULL */
+  };
+  union {
+    uint64_t *handles; /* CHECK */
+    void *graph;       /* LAUNCH on a CUDA device: replays this CUDA graph (a capture's) */
+  };
+  weft_buf **bufs; /* LAUNCH, READ, WRITE: resolved buffers */
   const void *scalars;
   size_t scalar_bytes;
   weft_device_stats *stats_out;       /* STATS */
@@ -130,6 +133,14 @@ typedef struct weft_batch {
 #define WEFT_CMD_CLASSES   7u
 #define WEFT_CMD_CLASS_MIN ((size_t)512) /* command size classes: 512 B .. 32 KiB */
 #define WEFT_WRITE_INLINE  (64u * 1024u) /* larger writes are staged through the drop queue */
+
+/* A launch with 3 bindings on a 4-stream device (the common shape) fits the
+ * smallest command class: a few more bytes in |cmd| double its footprint
+ * and cost a third of a cross-stream launch (W3) in cache misses. */
+_Static_assert(WEFT_CMD_HEADER + 3 * (sizeof(weft_binding) + sizeof(weft_buf *) + sizeof(void *)) +
+                       4 * sizeof(weft_stream_wait) <=
+                   WEFT_CMD_CLASS_MIN,
+               "a 3-binding launch on 4 streams must fit the smallest command class");
 
 struct weft_device {
   weft_allocator alloc;
@@ -275,9 +286,12 @@ void weft__gpu_progress(weft_device *dev);
 /* Before the scheduler parks: completion marks on the streams with work
  * outstanding, so the GPU wakes it. */
 void weft__gpu_arm(weft_device *dev);
-/* A host synchronisation point (a sync or read retiring) on stream |s|:
- * asks the driver for errors, so a sticky one is reported here. */
+/* A host synchronisation point (a sync or read retiring): asks the driver
+ * for errors (on |s|; a sticky error is the context's), so a sticky one is
+ * reported here. */
 void weft__gpu_sync_point(weft_device *dev, weft_stream *s);
+/* The launches a capture's graph replays (c->graph set), for the stats. */
+uint32_t weft__gpu_graph_launches(const void *graph);
 /* Stream-captures the recorded launches |rec| (in order) into a CUDA graph
  * and returns one launch command that replays it, bound to every recorded
  * binding (so a replay is ordered against other work like any launch).

@@ -90,7 +90,6 @@ static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, we
   set_waits(dev, c, s->slot, w);
   c->task.seq = ++s->submitted;
   c->task.placed = ++dev->placed;
-  c->task.on = s;
   c->task.link.next = NULL;
   if (*tail)
     (*tail)->link.next = &c->task.link;

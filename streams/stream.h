@@ -59,7 +59,6 @@ struct weft_task {
   bool notify;      /* someone waits for this task's retirement: wake the owner */
   weft_task *fnext; /* the owner's list of submitted tasks (never touched by the pool) */
   uint64_t placed;  /* the owner's order of placement, over every stream */
-  weft_stream *on;  /* the stream it was placed on */
   weft_stream_wait *waits;
 };
 

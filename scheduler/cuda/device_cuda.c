@@ -285,7 +285,7 @@ static weft_status launch_on(weft_device *dev, const cmd *c, weft_cuda_stream *c
 }
 
 weft_status weft__gpu_launch(weft_device *dev, cmd *c) {
-  return launch_on(dev, c, weft_lane_cuda_stream(c->task.on));
+  return launch_on(dev, c, weft_lanes_current());
 }
 
 /* ---- capture ----------------------------------------------------------------------------- */
@@ -412,7 +412,6 @@ weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out) {
   weft__free(&dev->alloc, all, bytes, 16);
   if (!g) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, nb, "a capture's replay command");
   weft__cmd_detach(dev, g); /* kept for the capture's life */
-  for (const cmd *r = rec; r; r = weft__cmd_next(r)) g->graph_launches++;
   k = 0;
   for (const cmd *r = rec; r; r = weft__cmd_next(r))
     for (uint32_t i = 0; i < r->nb; i++) g->bufs[k++] = r->bufs[i];
@@ -427,6 +426,10 @@ weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out) {
   return NULL;
 }
 
+uint32_t weft__gpu_graph_launches(const void *graph) {
+  return (uint32_t)weft_cuda_graph_nodes(graph); /* a captured launch is one kernel node */
+}
+
 void weft__gpu_capture_free(weft_device *dev, cmd *g) {
   (void)dev;
   weft_cuda_graph_destroy(g->graph);
@@ -436,10 +439,16 @@ void weft__gpu_capture_free(weft_device *dev, cmd *g) {
 
 /* A pinned block of at least |len| bytes for |c| (c->staging), from the
  * pools; false when none (too large, or the driver has no pinned memory). */
-static bool staging_take(weft_device *dev, cmd *c, uint64_t len) {
-  struct weft_gpu *g = dev->gpu;
+/* The staging class of a copy of |len| bytes (STAGING_CLASSES: too large). */
+static uint32_t staging_class(uint64_t len) {
   uint32_t k = 0;
   while (k < STAGING_CLASSES && (STAGING_MIN << k) < len) k++;
+  return k;
+}
+
+static bool staging_take(weft_device *dev, cmd *c, uint64_t len) {
+  struct weft_gpu *g = dev->gpu;
+  uint32_t k = staging_class(len);
   if (k == STAGING_CLASSES) return false;
   void *p = g->staging[k];
   if (p) {
@@ -454,13 +463,12 @@ static bool staging_take(weft_device *dev, cmd *c, uint64_t len) {
     g->pinned += STAGING_MIN << k;
   }
   c->staging = p;
-  c->staging_class = k;
   return true;
 }
 
 weft_status weft__gpu_write(weft_device *dev, cmd *c) {
   if (!c->len) return NULL;
-  weft_cuda_stream *cs = weft_lane_cuda_stream(c->task.on);
+  weft_cuda_stream *cs = weft_lanes_current();
   CUdeviceptr dst = (CUdeviceptr)(uintptr_t)c->bufs[0]->ptr + c->offset;
   /* Pinned: the copy is asynchronous and the block is kept until the write
    * retires. Otherwise the driver stages the pageable bytes before returning. */
@@ -472,7 +480,7 @@ weft_status weft__gpu_write(weft_device *dev, cmd *c) {
 }
 
 weft_status weft__gpu_read(weft_device *dev, cmd *c) {
-  weft_cuda_stream *cs = weft_lane_cuda_stream(c->task.on);
+  weft_cuda_stream *cs = weft_lanes_current();
   CUdeviceptr src = (CUdeviceptr)(uintptr_t)c->bufs[0]->ptr + c->offset;
   /* Pinned: asynchronous, copied to the caller when the read retires.
    * Otherwise straight to the caller (the driver blocks until it is done). */
@@ -485,7 +493,8 @@ void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver) {
   if (!p) return;
   if (deliver) memcpy(c->data, p, (size_t)c->len);
   struct weft_gpu *g = dev->gpu;
-  memcpy(p, &g->staging[c->staging_class], sizeof(void *));
-  g->staging[c->staging_class] = p;
+  uint32_t k = staging_class(c->len); /* the class it was taken from */
+  memcpy(p, &g->staging[k], sizeof(void *));
+  g->staging[k] = p;
   c->staging = NULL;
 }
