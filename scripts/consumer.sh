@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The installed package, as a new user meets it: builds weft (the libraries
+# only), installs it to a fresh temporary prefix, moves that prefix elsewhere
+# (weft.pc and weftConfig.cmake must not depend on where it was configured or
+# installed), then builds and runs tests/consumer out of tree four ways:
+#   find_package(weft) + weft::weft (shared) and weft::weft_static;
+#   cc $(pkg-config --cflags --libs weft) (shared);
+#   cc with pkg-config --static, libweft.a chosen explicitly (static).
+# It also checks that pkg-config's cflags carry nothing but the include path
+# and that the static binaries do not need libweft.so.
+#
+#   scripts/consumer.sh        (WEFT_BUILD_DIR: the build folder, default build-consumer)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+./scripts/install-deps.sh
+BUILD=${WEFT_BUILD_DIR:-build-consumer}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/weft-consumer.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+CONFIGURED="$WORK/configured-prefix-never-used"
+CC=${CC:-cc}
+
+step() { echo "== consumer: $* =="; }
+die() { echo "consumer.sh: $*" >&2; exit 1; }
+
+step "build weft (libraries only) in $BUILD"
+cmake -S . -B "$BUILD" -G Ninja -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF \
+  -DWEFT_BUILD_EXAMPLES=OFF -DWEFT_SANITIZE= -DCMAKE_INSTALL_PREFIX="$CONFIGURED" >/dev/null
+cmake --build "$BUILD" --target weft weft_static
+
+step "install to a fresh prefix, then move it"
+cmake --install "$BUILD" --prefix "$WORK/installed" >/dev/null
+mv "$WORK/installed" "$WORK/moved"
+PREFIX="$WORK/moved"
+if grep -rIl -e "$CONFIGURED" -e "$WORK/installed" "$PREFIX"; then
+  die "the files above name the configure-time or install-time prefix"
+fi
+[ -f "$PREFIX/share/doc/weft/LICENSE" ] || die "LICENSE is not installed"
+PC=$(find "$PREFIX" -name weft.pc -path '*/pkgconfig/*')
+[ -n "$PC" ] || die "weft.pc is not installed"
+export PKG_CONFIG_PATH="$(dirname "$PC")"
+
+step "pkg-config"
+for mode in "" "--static"; do
+  # shellcheck disable=SC2086
+  cflags=$(pkg-config --cflags $mode weft)
+  echo "pkg-config --cflags $mode weft: $cflags"
+  for f in $cflags; do
+    case "$f" in
+    -I*) [ -f "${f#-I}/weft/weft.h" ] || die "$f has no weft/weft.h" ;;
+    *) die "pkg-config --cflags $mode weft leaks '$f'" ;;
+    esac
+  done
+done
+echo "pkg-config --libs --static weft: $(pkg-config --libs --static weft)"
+LIBDIR=$(pkg-config --variable=libdir weft)
+[ -f "$LIBDIR/libweft.a" ] && [ -e "$LIBDIR/libweft.so" ] || die "libdir $LIBDIR lacks libweft"
+
+needs_weft_so() { readelf -d "$1" | grep -q 'NEEDED.*libweft\.so'; }
+# Runs one consumer; a failure is reported and the others still run.
+FAILED=()
+run() {
+  local rc=0
+  "$1" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "consumer.sh: $(basename "$1") FAILED (exit status $rc)" >&2
+    FAILED+=("$(basename "$1")")
+  fi
+}
+
+step "find_package(weft): weft::weft and weft::weft_static"
+cmake -S "$ROOT/tests/consumer" -B "$WORK/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$WORK/cmake-build"
+needs_weft_so "$WORK/cmake-build/consumer_shared" || die "consumer_shared does not need libweft.so"
+! needs_weft_so "$WORK/cmake-build/consumer_static" || die "consumer_static needs libweft.so"
+run "$WORK/cmake-build/consumer_shared"
+run "$WORK/cmake-build/consumer_static"
+
+step "pkg-config, shared: cc \$(pkg-config --cflags --libs weft)"
+# shellcheck disable=SC2046
+"$CC" -std=c11 -Wall -Wextra -Werror -o "$WORK/pc_shared" "$ROOT/tests/consumer/consumer.c" \
+  $(pkg-config --cflags --libs weft) -Wl,-rpath,"$LIBDIR"
+needs_weft_so "$WORK/pc_shared" || die "pc_shared does not need libweft.so"
+run "$WORK/pc_shared"
+
+step "pkg-config, static: -l:libweft.a with pkg-config --static --libs"
+# With both libraries in libdir, -lweft picks libweft.so: name the archive.
+STATIC_LIBS=$(pkg-config --libs --static weft)
+STATIC_LIBS=${STATIC_LIBS/-lweft /-l:libweft.a }
+echo "cc ... $(pkg-config --cflags weft) $STATIC_LIBS"
+# shellcheck disable=SC2046,SC2086
+"$CC" -std=c11 -Wall -Wextra -Werror -o "$WORK/pc_static" "$ROOT/tests/consumer/consumer.c" \
+  $(pkg-config --cflags weft) $STATIC_LIBS
+! needs_weft_so "$WORK/pc_static" || die "pc_static needs libweft.so"
+run "$WORK/pc_static"
+
+[ "${#FAILED[@]}" -eq 0 ] || die "failed: ${FAILED[*]}"
+echo "consumer.sh: every consumer built and ran"
