@@ -1,5 +1,5 @@
 /* The error graph: every failure a device still holds, as nodes refcounted
- * by the allocations that carry them (failures.rs.txt, REFERENCE §7.2-7.3).
+ * by the allocations that carry them.
  *
  * A node is inserted with tagged == 0; the caller must taint with it or
  * prune it. tag/untag count the (allocation, failure) pairs that claim bytes;
@@ -91,7 +91,7 @@ uint64_t weft_graph_len(const weft_error_graph *g);
  * |memory|; NULL when the node is gone. */
 weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uint64_t memory);
 
-/* A claim a read or check makes (REFERENCE §7.2): failure + memory, or an
+/* A claim a read or check makes: failure + memory, or an
  * unallocated memory (failure 0). */
 typedef struct weft_claim {
   weft_failure_id failure;

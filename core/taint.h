@@ -1,4 +1,4 @@
-/* Byte-range taint of one allocation (REFERENCE §7.4): a list of claims,
+/* Byte-range taint of one allocation: a list of claims,
  * each a failure over sorted, disjoint, non-empty [start, end) ranges. The
  * inline capacity is one claim with one range, so the common launch costs no
  * heap allocation.

@@ -3,7 +3,7 @@
  * same vtable. Storage is owned by the scheduler thread: no call here is
  * thread-safe on its own.
  *
- * Errors follow io-error.txt: a request that can never fit is BufferTooBig,
+ * Errors: a request that can never fit is BufferTooBig,
  * one that does not fit now is OutOfMemory (a driver out-of-memory is always
  * the latter: reclaiming and retrying may help). */
 #ifndef WEFT_MEMORY_STORAGE_H

@@ -1,4 +1,4 @@
-/* Capture and replay on the host backend (REFERENCE-cubecl.md §4, SPEC 5.8).
+/* Capture and replay on the host backend (docs/graphs.md).
  *
  * A capture owns a set of stream slots from prepare to end. prepare starts
  * isolation (no interleaving onto or off those slots) and keeps the memory of
@@ -410,7 +410,7 @@ void weft__capture_process(weft_device *dev, cmd *c) {
     break;
   case CAP_ABORT:
     if (state_of(cap) == WEFT_CAPTURE_RECORDING && cap->doom) {
-      /* Doomed and abandoned: both are reported (REFERENCE §7.6, 22). */
+      /* Doomed and abandoned: both are reported (tests/failures/test_invariants.c, i22). */
       weft_status both[2] = {
           cap->doom, weft_error_make(WEFT_ERR_GENERIC, "capture: abandoned while recording")};
       cap->doom = NULL;

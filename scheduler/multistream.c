@@ -1,6 +1,6 @@
 /* SchedulerMultiStream: per-stream batches, align, execute_streams with the
  * Interleave and Sequential strategies, and the event rules that order
- * streams only where a buffer crosses them (SPEC 5.2, 5.3).
+ * streams only where a buffer crosses them (docs/architecture.md).
  *
  * A task is first *registered* on its slot's batch (no stream position yet),
  * then *placed* when its batch is executed: it gets its position on the

@@ -1,4 +1,4 @@
-/* Task graphs (SPEC 5.9): a DAG of launches built once, submitted many times.
+/* Task graphs (docs/graphs.md): a DAG of launches built once, submitted many times.
  *
  * Edges are derived when a node is added: it depends on every earlier node
  * with a binding on the same buffer whose byte range overlaps one of its own,

@@ -1,4 +1,4 @@
-/* The failure store (failures.rs.txt): the device's error graph plus the
+/* The failure store: the device's error graph plus the
  * surface every launch goes through. A binding is resolved by the caller to
  * a weft_target: the taint of the allocation it names (in whatever stream's
  * memory that allocation lives), its memory id and the byte range.

@@ -39,7 +39,7 @@ typedef struct weft_error *weft_status; /* NULL == OK; else owned by caller */
 
 typedef enum weft_error_kind {
   WEFT_OK = 0,
-  /* memory and IO: exactly the kinds of io-error.txt */
+  /* memory and IO: what storage and the memory manager report */
   WEFT_ERR_BUFFER_TOO_BIG,        /* {size}: can never fit */
   WEFT_ERR_OUT_OF_MEMORY,         /* {size}: not now; reclaim and retry may help */
   WEFT_ERR_PAGE_UPDATE_FORBIDDEN, /* {size}: no room and pages may not be added */

@@ -1,4 +1,4 @@
-/* SPEC §4: every public device, buffer, kernel, launch, sync, check and stats
+/* Every public device, buffer, kernel, launch, sync, check and stats
  * call rejects bad input (NULL, zero or overflowing sizes, out-of-range
  * offsets, unknown kernels, stale or forged handles, too many bindings) with a
  * clear error of the right kind and a non-empty message; it never crashes,

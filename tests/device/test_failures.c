@@ -7,7 +7,7 @@
  * partial writes) and the write scope (an empty write set mints nothing,
  * weft_check without a barrier, repeated failures keep the graph constant).
  * Every device runs on a counting allocator that must end with zero live
- * blocks. SPEC §5.4, §5.5, §5.10; REFERENCE-cubecl §7. */
+ * blocks. */
 #include <criterion/criterion.h>
 
 #include <inttypes.h>

@@ -1,4 +1,4 @@
-/* The error graph (REFERENCE §7.2-7.3, §8 "error_graph.rs"): nodes refcounted
+/* The error graph (core/error_graph.h): nodes refcounted
  * by their carriers and removed the moment none is left, prune and replace,
  * reports that walk the skip chain back to the root, the skip cap, ids that
  * are never reused, de-duplicated Several reports, unallocated claims, holds,
@@ -31,7 +31,7 @@ static const char *kernel_names(void *ctx, uint32_t k) {
   return k < 4 ? names[k] : NULL;
 }
 
-/* ---- §8 error_graph.rs ------------------------------------------------------------------ */
+/* ---- the error graph -------------------------------------------------------------------- */
 
 Test(error_graph, a_node_lives_while_something_carries_it_and_no_longer) {
   fs_env e;

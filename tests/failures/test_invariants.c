@@ -1,4 +1,4 @@
-/* The 23 invariants of REFERENCE §7.6, each its own test, exercised through
+/* The 23 invariants of failure handling, each its own test, exercised through
  * the failure-store surface (weft_failures_*) over targets backed by taints
  * this file owns: a taint stands for the allocation a binding resolves to
  * (in whichever stream's memory it lives), NULL for one whose stream never

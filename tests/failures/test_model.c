@@ -1,4 +1,4 @@
-/* The model-based randomized test of failure handling (SPEC §7): random
+/* The model-based randomized test of failure handling: random
  * programs of create / write / launch (random bindings over random byte
  * ranges, random streams folded onto four slots) / injected faults (a kernel
  * that returns an error, `launch#K=KIND` failpoints set at open or just before
@@ -20,7 +20,7 @@
  *   - a successful launch or write clears the failures of the bytes it writes.
  * A read range touching failures reports one of them: weft answers a read with
  * the first claim of the buffer's taint list that intersects the range
- * (REFERENCE-cubecl §7.4 `failure(range)`; the list order follows
+ * (core/taint.h `failure(r)`; the list order follows
  * core/taint.c: a new failure takes the first slot if free, else is appended,
  * a claim that empties is removed by moving the last one into its slot), and
  * a skip takes the first claim of its first tainted input the same way, so the

@@ -1,4 +1,4 @@
-/* Byte-range taint of one allocation (REFERENCE §7.4, §8 "taint.rs"): a
+/* Byte-range taint of one allocation (core/taint.h): a
  * partial write releases only its bytes, disjoint claims coexist, a new
  * failure takes the bytes it claims, re-taint counts once, adjacent claims
  * fuse, clear releases everything, empty ranges claim nothing; checked
@@ -40,7 +40,7 @@ static weft_failure_id fresh(weft_error_graph *g, const char *what) {
   return weft_graph_insert(g, boom(what), NULL);
 }
 
-/* ---- §8 taint.rs -------------------------------------------------------------------------- */
+/* ---- taint -------------------------------------------------------------------------------- */
 
 Test(taint, a_partial_write_releases_only_the_bytes_it_covers) {
   fs_env e;

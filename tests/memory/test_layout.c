@@ -1,6 +1,6 @@
 /* Layouts: validation of CUSTOM pool lists (every error is InvalidArgument),
  * rounding to the alignment and defaults, the SUBSLICES ladder and the
- * EXCLUSIVE_PAGES buckets of §5.4, routing by size, and install (refused while
+ * EXCLUSIVE_PAGES buckets (docs/memory.md), routing by size, and install (refused while
  * the dynamic pools hold live memory, accepted afterwards, peaks reset). */
 #include <criterion/criterion.h>
 
@@ -164,7 +164,7 @@ Test(layout, the_max_slice_defaults_to_the_page) {
   mm_close(&e);
 }
 
-/* ---- the SUBSLICES ladder (§5.4)
+/* ---- the SUBSLICES ladder (docs/memory.md)
  * ---------------------------------------------------------------------- */
 
 Test(layout, the_subslices_ladder_for_16_gib) {
@@ -270,7 +270,7 @@ Test(layout, a_zero_size_allocation_lands_in_the_tiny_exclusive_pool) {
 }
 
 Test(layout, the_subslices_ladder_below_32_mib_has_no_sliced_pools) {
-  /* §5.4: the ladder loop runs while c >= 32 MiB, so a 16 MiB device gets
+  /* The ladder loop runs while c >= 32 MiB, so a 16 MiB device gets
    * only Exclusive{0} and the exclusive tail. */
   weft_mm_config cfg = mm_config(preset_layout(WEFT_LAYOUT_SUBSLICES), 16 * MIB);
   mm_env e;
@@ -288,7 +288,7 @@ Test(layout, the_subslices_ladder_below_32_mib_has_no_sliced_pools) {
   mm_close(&e);
 }
 
-/* ---- EXCLUSIVE_PAGES (§5.4): 24 log-spaced buckets from 32 KiB to max_page
+/* ---- EXCLUSIVE_PAGES: 24 log-spaced buckets from 32 KiB to max_page
  * ----------------------- */
 
 Test(layout, the_exclusive_pages_buckets_span_32_kib_to_the_max_page) {
@@ -312,7 +312,7 @@ Test(layout, the_exclusive_pages_buckets_span_32_kib_to_the_max_page) {
   mm_close(&e);
 }
 
-/* The buckets of §5.4 for max_page 128 MiB at alignment 64:
+/* The EXCLUSIVE_PAGES buckets for max_page 128 MiB at alignment 64:
  * align_up(trunc(exp(ln(32 KiB) + ln(128 MiB / 32 KiB) * i / 23))). */
 static const uint64_t buckets_128m[24] = {
     32768,    47104,    67584,    97024,    139264,   199872,   286976,   411968,
