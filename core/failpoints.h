@@ -1,5 +1,5 @@
-/* Failpoints: deterministic fault injection. The syntax (documented for
- * users in docs/errors.md and next to weft_device_set_failpoints) is: entries separated by ';', each one of
+/* Failpoints: deterministic fault injection. The syntax, documented for users
+ * in docs/errors.md and in weft.h: entries separated by ';', each one of
  *   alloc#N=KIND      the device's Nth storage allocation (1-based) fails with KIND
  *   launch#K=KIND     the device's Kth launch (1-based, counted at submission) fails
  *   kernel:NAME=KIND  every launch of the kernel named NAME fails with KIND

@@ -424,6 +424,20 @@ WEFT_API weft_status weft_memory_set_reclaim(weft_device *dev, weft_reclaim_fn f
 typedef void (*weft_poison_fn)(void *user, weft_status poison);
 WEFT_API weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn,
                                                      void *user);
+/* Failpoint syntax (options.failpoints, the WEFT_FAILPOINTS variable and
+ * weft_device_set_failpoints; docs/errors.md): entries separated by ';',
+ * whitespace around an entry ignored, empty entries skipped, each one of
+ *   alloc#N=KIND      the device's Nth storage allocation fails with KIND
+ *   launch#K=KIND     the device's Kth launch fails with KIND
+ *   kernel:NAME=KIND  every launch of the kernel named NAME fails with KIND
+ *   poison#K          the device is poisoned when its Kth launch executes
+ * N and K are decimal counts from 1, counted from the device's open (launches
+ * at submission); NAME is 1..255 bytes; KIND is a kind name as
+ * weft_error_kind_name spells it (e.g. "OutOfMemory", "Generic"). At most 16
+ * entries of each form. A launch matching both a launch# and a kernel: entry
+ * fails with the launch# entry's kind; one whose input already carries a
+ * failure is skipped instead, as usual. Open reads options.failpoints, then
+ * WEFT_FAILPOINTS. */
 /* Adds failpoints (the WEFT_FAILPOINTS syntax: "alloc#N=KIND;launch#K=KIND;
  * kernel:NAME=KIND;poison#K"), counted from the device's open. A malformed
  * spec is InvalidArgument naming the bad entry and changes nothing. */
