@@ -242,9 +242,15 @@ WEFT_API weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream,
 /* Async: |src| is copied before the call returns. */
 WEFT_API weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                                        uint64_t offset, const void *src, uint64_t len);
-/* Blocks until the bytes are available, in order after every command
- * submitted before it; fails with Several{Unwritten...} when the bytes were
- * left unwritten by a failed launch. */
+/* Blocks until the bytes are copied into |dst|. Stream-ordered: the read runs
+ * on |stream| after every command submitted on |stream| before it (work on
+ * other buffers included), and after the last command submitted before it
+ * that writes any part of |buf| on any stream (a write, or a launch with a
+ * WRITE binding on |buf|). It does not wait for other streams' commands that
+ * do not write |buf|: their launches on other buffers, their reads of |buf|.
+ * "Before": a call that returned before this one began, from any thread.
+ * Fails with Several{Unwritten...} when the bytes were left unwritten by a
+ * failed launch. */
 WEFT_API weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                                       uint64_t offset, void *dst, uint64_t len);
 /* The handle is dead at once; the memory goes once pending work is done. */
