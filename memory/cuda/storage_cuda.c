@@ -1,4 +1,5 @@
-/* Device storage on cuMemAlloc / cuMemFree; see storage_cuda.h. */
+/* Device storage on cuMemAllocAsync / cuMemFreeAsync (stream-ordered) or
+ * cuMemAlloc / cuMemFree; see storage_cuda.h. */
 #include "memory/cuda/storage_cuda.h"
 
 #include <inttypes.h>

@@ -1,5 +1,7 @@
-/* Device storage on the CUDA driver (cuMemAlloc / cuMemFree) behind the
- * storage vtable of memory/storage.h, and pinned host staging buffers.
+/* Device storage on the CUDA driver (stream-ordered cuMemAllocAsync /
+ * cuMemFreeAsync once weft_storage_cuda_use_async succeeds, else cuMemAlloc /
+ * cuMemFree) behind the storage vtable of memory/storage.h, and pinned host
+ * staging buffers.
  *
  * Like every storage it belongs to one thread (the scheduler's), and that
  * thread must have the device's context current (weft_cuda_context makes it
@@ -50,9 +52,11 @@ void weft_storage_cuda_cap(weft_storage *s, uint64_t capacity);
 /* Deallocations queued for the next flush. */
 uint64_t weft_storage_cuda_pending(const weft_storage *s);
 
-/* dealloc only queues the pointer; flush frees the queue with cuMemFree,
- * which waits for the device's queued work (so flush after the work that
- * used the memory has been submitted, not in the middle of a capture).
+/* dealloc only queues the pointer; flush frees the queue, each allocation
+ * the way it was made: cuMemFreeAsync on the storage's stream, then one
+ * synchronisation of that stream, or cuMemFree, which waits for the device's
+ * queued work (so flush after the work that used the memory has been
+ * submitted, not in the middle of a capture).
  * bytes_allocated counts queued bytes until they are freed. copy runs
  * cuMemcpyDtoDAsync on the storage's stream and synchronises that stream. */
 
