@@ -9,12 +9,12 @@
 # It also checks that pkg-config's cflags carry nothing but the include path
 # and that the static binaries do not need libweft.so.
 #
-#   scripts/consumer.sh        (WEFT_BUILD_DIR: the build folder, default build-consumer)
+#   scripts/consumer.sh   (WEFT_CONSUMER_BUILD_DIR: the build folder, default build-consumer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 ./scripts/install-deps.sh
-BUILD=${WEFT_BUILD_DIR:-build-consumer}
+BUILD=${WEFT_CONSUMER_BUILD_DIR:-build-consumer}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/weft-consumer.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 CONFIGURED="$WORK/configured-prefix-never-used"
@@ -38,9 +38,11 @@ fi
 [ -f "$PREFIX/share/doc/weft/LICENSE" ] || die "LICENSE is not installed"
 PC=$(find "$PREFIX" -name weft.pc -path '*/pkgconfig/*')
 [ -n "$PC" ] || die "weft.pc is not installed"
-export PKG_CONFIG_PATH="$(dirname "$PC")"
+PKG_CONFIG_PATH=$(dirname "$PC")
+export PKG_CONFIG_PATH
 
 step "pkg-config"
+pkg-config --validate weft || die "pkg-config --validate weft failed"
 for mode in "" "--static"; do
   # shellcheck disable=SC2086
   cflags=$(pkg-config --cflags $mode weft)
@@ -54,7 +56,9 @@ for mode in "" "--static"; do
 done
 echo "pkg-config --libs --static weft: $(pkg-config --libs --static weft)"
 LIBDIR=$(pkg-config --variable=libdir weft)
-[ -f "$LIBDIR/libweft.a" ] && [ -e "$LIBDIR/libweft.so" ] || die "libdir $LIBDIR lacks libweft"
+if [ ! -f "$LIBDIR/libweft.a" ] || [ ! -e "$LIBDIR/libweft.so" ]; then
+  die "libdir $LIBDIR lacks libweft.a or libweft.so"
+fi
 
 needs_weft_so() { readelf -d "$1" | grep -q 'NEEDED.*libweft\.so'; }
 # Runs one consumer; a failure is reported and the others still run.
