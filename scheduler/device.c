@@ -305,7 +305,15 @@ static void do_create(weft_device *dev, cmd *c) {
   dev->stats.buffers_live++;
   s->obj = b;
   weft__capture_on_create(dev, slot_of(dev, c->stream), b->id);
+  b->pending++; /* a reclaim callback may release it: the reservation keeps it alive */
   weft_status st = weft__dev_reserve(dev, b, slot_of(dev, c->stream));
+  b->pending--;
+  if (b->released) { /* by the reclaim callback: the create ends, holding nothing */
+    if (!st) b->allocated = true;
+    weft_error_free(st);
+    if (b->pending == 0) buf_drop(dev, b);
+    return;
+  }
   if (!st) {
     b->allocated = true;
     return;
@@ -1509,8 +1517,11 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
   weft_status st = check_device(dev);
   if (st) return st;
   if ((st = lookup_buffer(dev, buf, NULL))) return st;
-  if (weft__dev_scheduling() == dev && dev->in_reclaim) {
-    /* From the reclaim callback: takes effect at once, so the retry can use it. */
+  if (weft__dev_scheduling() == dev && dev->in_reclaim &&
+      weft_handles_slot(&dev->buffers, buf.id)->obj) {
+    /* From the reclaim callback: takes effect at once, so the retry can use it.
+     * A buffer whose create is still queued holds no memory yet: its release
+     * is queued behind the create, as from any other thread. */
     if (!weft_handles_kill(&dev->buffers, buf.id)) return not_found(buf.id);
     weft__dev_release_now(dev, buf.id);
     return NULL;

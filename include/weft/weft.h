@@ -381,8 +381,14 @@ typedef struct weft_pool_report {
  * after weft's own reclaim steps (drop-queue flushes, releasing free pages of
  * every stream, relocation), with an error reclaiming may fix; |bytes| is the
  * request. Inside it, weft_buffer_release takes effect at once (so what it
- * releases can serve the retry); blocking calls on the device are refused.
- * Returns the bytes it released (informational). */
+ * releases can serve the retry; commands already queued that bind it fail
+ * with NotFound). Releasing the buffer being reserved ends its create: there
+ * is no retry, it holds nothing and its handle is dead. A buffer whose create
+ * is still queued holds no memory yet: its release is queued behind the
+ * create (its queued work runs first). Creates, writes and launches are
+ * queued and run after the reservation; blocking calls on the device (read,
+ * sync, check, the memory calls, stats, failpoints, captures) are refused
+ * with InvalidArgument. Returns the bytes it released (informational). */
 typedef uint64_t (*weft_reclaim_fn)(void *user, weft_stream_id stream, uint64_t bytes);
 
 #define WEFT_MAX_POOL_REPORTS (254u + 64u + 2u)
