@@ -360,6 +360,7 @@ static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err
     dev->slot_refs[slot] = (struct weft_slot_ref){dev, slot};
     weft_drop_queue_init(&dev->drops[slot], &dev->alloc,
                          (weft_drop_fence_ops){fence_make, fence_wait, &dev->slot_refs[slot]});
+    dev->drops[slot].held = &dev->staged_bytes;
     dev->stats.streams_created++;
   }
   return dev->streams[slot];
@@ -367,7 +368,10 @@ static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err
 
 /* Frees a write's staged bytes that never reached a stream. */
 static void unstage(weft_device *dev, cmd *c) {
-  if (c->kind == CMD_WRITE && c->staged) weft__free(&dev->alloc, c->data, (size_t)c->len, 16);
+  if (c->kind == CMD_WRITE && c->staged) {
+    weft__free(&dev->alloc, c->data, (size_t)c->len, 16);
+    atomic_fetch_sub_explicit(&dev->staged_bytes, c->len, memory_order_relaxed);
+  }
   c->staged = false;
 }
 
@@ -417,8 +421,7 @@ bool weft__dev_poisoned(const weft_device *dev) {
   return poisoned(dev);
 }
 
-static void run_write(weft_task *t) {
-  cmd *c = (cmd *)t;
+static void write_bytes(cmd *c) {
   weft_buf *b = c->bufs[0];
   if (poisoned(c->dev)) {
     c->result = OUT_POISONED;
@@ -438,6 +441,22 @@ static void run_write(weft_task *t) {
     memcpy(buf_ptr(b, c->offset), c->data, c->len);
   }
   weft_taint_written(&b->exec, &c->dev->alloc, NULL, range_of(c->offset, c->len));
+}
+
+/* A write with a token is a direct one (weft_buffer_write): its caller waits
+ * until the bytes were taken from its memory, which they now are. */
+static void write_answer(cmd *c) {
+  weft_token *tok = c->token;
+  if (!tok) return;
+  c->token = NULL; /* the caller's stack: not touched once answered */
+  weft__token_complete(tok,
+                       c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
+}
+
+static void run_write(weft_task *t) {
+  cmd *c = (cmd *)t;
+  write_bytes(c);
+  write_answer(c);
 }
 
 /* The bytes are copied here; whether they can be trusted is answered by the
@@ -722,6 +741,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   }
   if (write && dev->dry_depth) { /* measured, not run: maps nothing */
     unstage(dev, c);
+    write_answer(c);
     weft__cmd_free(c);
     return;
   }
@@ -876,6 +896,7 @@ static void complete(weft_device *dev, cmd *c) {
     break;
   case CMD_WRITE: {
     weft_buf *b = c->bufs[0];
+    write_answer(c); /* answered when it ran; here only if it never did */
     if (dev->gpu) weft__gpu_staging_done(dev, c, false);
     weft_target t = target(b, c->offset, c->len);
     if (c->result == OUT_RUN && b->allocated) { /* a host copy runs in a write scope too */
@@ -1537,6 +1558,16 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
   return NULL;
 }
 
+/* Takes |len| bytes of the staging window; false when they do not fit. */
+static bool staging_take(weft_device *dev, uint64_t len) {
+  uint64_t cur = atomic_load_explicit(&dev->staged_bytes, memory_order_relaxed);
+  do {
+    if (cur > WEFT_STAGING_WINDOW || len > WEFT_STAGING_WINDOW - cur) return false;
+  } while (!atomic_compare_exchange_weak_explicit(&dev->staged_bytes, &cur, cur + len,
+                                                  memory_order_relaxed, memory_order_relaxed));
+  return true;
+}
+
 weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                               uint64_t offset, const void *src, uint64_t len) {
   weft_status st = check_device(dev);
@@ -1546,11 +1577,24 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   if (!src && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "src is NULL");
   if ((st = check_range(size, offset, len, "write"))) return st;
   if (len == 0) return NULL;
-  bool staged = len > WEFT_WRITE_INLINE;
+  bool staged = len > WEFT_WRITE_INLINE, direct = false;
+  if (staged) {
+    /* Staged (the call returns at once) within the staging window; a write
+     * past WEFT_WRITE_STAGE_MAX or the window is copied by the worker from
+     * |src| while this thread waits. A thread the device's progress depends
+     * on (the scheduler: a reclaim callback; a worker: a kernel) stages. */
+    bool may_wait = weft__dev_scheduling() != dev && weft_stream_worker_ctx() != dev;
+    direct = may_wait && (len > WEFT_WRITE_STAGE_MAX || !staging_take(dev, len));
+    if (!may_wait) atomic_fetch_add_explicit(&dev->staged_bytes, len, memory_order_relaxed);
+    staged = !direct;
+  }
   size_t extra = align8(sizeof(weft_buf *)) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
-                 (staged ? 0 : (size_t)len);
+                 (staged || direct ? 0 : (size_t)len);
   cmd *c = weft__cmd_new(dev, CMD_WRITE, extra);
-  if (!c) return oom(extra, "a write command");
+  if (!c) {
+    if (staged) atomic_fetch_sub_explicit(&dev->staged_bytes, len, memory_order_relaxed);
+    return oom(extra, "a write command");
+  }
   char *p = (char *)c + align8(sizeof(cmd));
   c->bufs = (weft_buf **)p;
   p += align8(sizeof(weft_buf *));
@@ -1559,17 +1603,26 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   if (staged) { /* a separate block: the drop queue keeps it until the stream consumed it */
     p = len <= SIZE_MAX ? weft__alloc(&dev->alloc, (size_t)len, 16) : NULL;
     if (!p) {
+      atomic_fetch_sub_explicit(&dev->staged_bytes, len, memory_order_relaxed);
       weft__cmd_free(c);
       return oom((size_t)len, "staging a write");
     }
   }
-  c->data = p;
   c->staged = staged;
-  memcpy(p, src, len);
   c->stream = stream;
   c->buffer = buf.id;
   c->offset = offset;
   c->len = len;
+  if (direct) { /* no copy here: the worker reads |src| before answering */
+    weft_token tok;
+    weft__token_init(&tok);
+    c->token = &tok;
+    c->data = (void *)(uintptr_t)src;
+    cmd_submit(dev, c);
+    return weft__token_wait(&tok);
+  }
+  c->data = p;
+  memcpy(p, src, len);
   cmd_submit(dev, c);
   return NULL;
 }

@@ -239,7 +239,14 @@ WEFT_API weft_stream_id weft_stream_current(void);
  * buffer and by launches that read it. */
 WEFT_API weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t size,
                                         weft_buffer *out);
-/* Async: |src| is copied before the call returns. */
+/* Stream-ordered; |src| may be reused once the call returns. Up to 64 KiB,
+ * and up to 4 MiB while the device's staging window (64 MiB of staged bytes
+ * the streams have not consumed yet) has room, the bytes are copied and the
+ * call returns at once (async). A larger write, or one that finds the window
+ * full, is copied by the stream straight from |src| and the call waits until
+ * it has been (after the work submitted before it on |stream|): no staged
+ * copy, so memory stays bounded. From a kernel or a reclaim callback a write
+ * never waits (it is staged whatever its size). */
 WEFT_API weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                                        uint64_t offset, const void *src, uint64_t len);
 /* Blocks until the bytes are available, in order after every command
