@@ -767,12 +767,12 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   if (write) c->p = scope_id(dev, c);
   c->task.run = write ? run_write : run_read;
   c->task.notify = !write; /* the reader waits for the retirement, which answers it */
-  bool staged = c->staged;
+  bool staged = c->staged, waited = c->token != NULL; /* a read, or a direct write */
   c->staged = false; /* from here on, the drop queue owns the bytes */
   weft__ms_register(dev, s->slot, c);
   /* A synchronous operation flushes its stream; so does a staged write,
    * whose bytes the drop queue fences with its position on the stream. */
-  if (!write || staged) weft__ms_flush(dev, s->slot);
+  if (waited || staged) weft__ms_flush(dev, s->slot);
   if (staged) {
     weft_drop_queue_push(&dev->drops[s->slot], c->data, (size_t)c->len);
     if (weft_drop_queue_should_flush(&dev->drops[s->slot]))
