@@ -456,7 +456,9 @@ static void write_answer(cmd *c) {
 static void run_write(weft_task *t) {
   cmd *c = (cmd *)t;
   write_bytes(c);
-  write_answer(c);
+  /* A GPU copy from pageable memory may still be reading |src| (the driver
+   * need not stage it before returning): answered when the write retires. */
+  if (!c->dev->gpu) write_answer(c);
 }
 
 /* The bytes are copied here; whether they can be trusted is answered by the
@@ -896,7 +898,7 @@ static void complete(weft_device *dev, cmd *c) {
     break;
   case CMD_WRITE: {
     weft_buf *b = c->bufs[0];
-    write_answer(c); /* answered when it ran; here only if it never did */
+    write_answer(c); /* host: answered when it ran; GPU: the copy is done now */
     if (dev->gpu) weft__gpu_staging_done(dev, c, false);
     weft_target t = target(b, c->offset, c->len);
     if (c->result == OUT_RUN && b->allocated) { /* a host copy runs in a write scope too */
