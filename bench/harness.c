@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WB_MAX_BENCHES  64
+#define WB_MAX_BENCHES  128
 #define WB_MAX_SECTIONS 8
 #define WB_QUICK_FACTOR 0.1 /* --quick: 1/10 of the iterations */
 #define WB_MAX_REPS     100000u

@@ -6,6 +6,7 @@ void wb_register_failures(void);  /* bench/bench_failures.c */
 void wb_register_workloads(void); /* bench/bench_workloads.c */
 void wb_register_graph(void);     /* bench/bench_graph.c */
 void wb_register_cuda(void);      /* bench/bench_cuda.c */
+void wb_register_io(void);        /* bench/bench_io.c */
 
 int main(int argc, char **argv) {
   wb_register_launch();
@@ -14,5 +15,6 @@ int main(int argc, char **argv) {
   wb_register_workloads();
   wb_register_graph();
   wb_register_cuda();
+  wb_register_io();
   return wb_main(argc, argv);
 }

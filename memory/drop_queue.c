@@ -13,8 +13,13 @@ void weft_drop_queue_init(weft_drop_queue *q, const weft_allocator *alloc,
   q->max_bytes = WEFT_DROP_MAX_BYTES;
 }
 
+static void free_block(weft_drop_queue *q, void *ptr, size_t size) {
+  weft__free(q->alloc, ptr, size, 16);
+  if (q->held) atomic_fetch_sub_explicit(q->held, size, memory_order_relaxed);
+}
+
 static void free_blocks(weft_drop_queue *q, weft_drop_block *b, uint32_t *n) {
-  for (uint32_t i = 0; i < *n; i++) weft__free(q->alloc, b[i].ptr, b[i].size, 16);
+  for (uint32_t i = 0; i < *n; i++) free_block(q, b[i].ptr, b[i].size);
   *n = 0;
 }
 
@@ -28,7 +33,7 @@ void weft_drop_queue_push(weft_drop_queue *q, void *ptr, size_t size) {
                   sizeof(*q->staged))) {
     /* No room to remember it: make sure the device is done, then free. */
     wait_fence(q, q->fences.make(q->fences.ctx));
-    weft__free(q->alloc, ptr, size, 16);
+    free_block(q, ptr, size);
     return;
   }
   q->staged[q->nstaged++] = (weft_drop_block){ptr, size};

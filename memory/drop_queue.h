@@ -12,6 +12,8 @@
 #ifndef WEFT_MEMORY_DROP_QUEUE_H
 #define WEFT_MEMORY_DROP_QUEUE_H
 
+#include <stdatomic.h>
+
 #include <weft/weft.h>
 
 typedef struct weft_drop_block {
@@ -34,7 +36,8 @@ typedef struct weft_drop_queue {
   uint64_t staged_bytes;
   bool has_fence;
   uint64_t fence;
-  uint64_t syncs; /* fences waited on */
+  uint64_t syncs;         /* fences waited on */
+  _Atomic uint64_t *held; /* optional: lowered by the size of every block freed */
 } weft_drop_queue;
 
 #define WEFT_DROP_MAX_COUNT 64u

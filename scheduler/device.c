@@ -305,7 +305,15 @@ static void do_create(weft_device *dev, cmd *c) {
   dev->stats.buffers_live++;
   s->obj = b;
   weft__capture_on_create(dev, slot_of(dev, c->stream), b->id);
+  b->pending++; /* a reclaim callback may release it: the reservation keeps it alive */
   weft_status st = weft__dev_reserve(dev, b, slot_of(dev, c->stream));
+  b->pending--;
+  if (b->released) { /* by the reclaim callback: the create ends, holding nothing */
+    if (!st) b->allocated = true;
+    weft_error_free(st);
+    if (b->pending == 0) buf_drop(dev, b);
+    return;
+  }
   if (!st) {
     b->allocated = true;
     return;
@@ -352,6 +360,7 @@ static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err
     dev->slot_refs[slot] = (struct weft_slot_ref){dev, slot};
     weft_drop_queue_init(&dev->drops[slot], &dev->alloc,
                          (weft_drop_fence_ops){fence_make, fence_wait, &dev->slot_refs[slot]});
+    dev->drops[slot].held = &dev->staged_bytes;
     dev->stats.streams_created++;
   }
   return dev->streams[slot];
@@ -359,7 +368,10 @@ static weft_stream *stream_get(weft_device *dev, uint32_t slot, weft_status *err
 
 /* Frees a write's staged bytes that never reached a stream. */
 static void unstage(weft_device *dev, cmd *c) {
-  if (c->kind == CMD_WRITE && c->staged) weft__free(&dev->alloc, c->data, (size_t)c->len, 16);
+  if (c->kind == CMD_WRITE && c->staged) {
+    weft__free(&dev->alloc, c->data, (size_t)c->len, 16);
+    atomic_fetch_sub_explicit(&dev->staged_bytes, c->len, memory_order_relaxed);
+  }
   c->staged = false;
 }
 
@@ -409,8 +421,7 @@ bool weft__dev_poisoned(const weft_device *dev) {
   return poisoned(dev);
 }
 
-static void run_write(weft_task *t) {
-  cmd *c = (cmd *)t;
+static void write_bytes(cmd *c) {
   weft_buf *b = c->bufs[0];
   if (poisoned(c->dev)) {
     c->result = OUT_POISONED;
@@ -430,6 +441,24 @@ static void run_write(weft_task *t) {
     memcpy(buf_ptr(b, c->offset), c->data, c->len);
   }
   weft_taint_written(&b->exec, &c->dev->alloc, NULL, range_of(c->offset, c->len));
+}
+
+/* A write with a token is a direct one (weft_buffer_write): its caller waits
+ * until the bytes were taken from its memory, which they now are. */
+static void write_answer(cmd *c) {
+  weft_token *tok = c->token;
+  if (!tok) return;
+  c->token = NULL; /* the caller's stack: not touched once answered */
+  weft__token_complete(tok,
+                       c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
+}
+
+static void run_write(weft_task *t) {
+  cmd *c = (cmd *)t;
+  write_bytes(c);
+  /* A GPU copy from pageable memory may still be reading |src| (the driver
+   * need not stage it before returning): answered when the write retires. */
+  if (!c->dev->gpu) write_answer(c);
 }
 
 /* The bytes are copied here; whether they can be trusted is answered by the
@@ -714,6 +743,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   }
   if (write && dev->dry_depth) { /* measured, not run: maps nothing */
     unstage(dev, c);
+    write_answer(c);
     weft__cmd_free(c);
     return;
   }
@@ -739,12 +769,12 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   if (write) c->p = scope_id(dev, c);
   c->task.run = write ? run_write : run_read;
   c->task.notify = !write; /* the reader waits for the retirement, which answers it */
-  bool staged = c->staged;
+  bool staged = c->staged, waited = c->token != NULL; /* a read, or a direct write */
   c->staged = false; /* from here on, the drop queue owns the bytes */
   weft__ms_register(dev, s->slot, c);
   /* A synchronous operation flushes its stream; so does a staged write,
    * whose bytes the drop queue fences with its position on the stream. */
-  if (!write || staged) weft__ms_flush(dev, s->slot);
+  if (waited || staged) weft__ms_flush(dev, s->slot);
   if (staged) {
     weft_drop_queue_push(&dev->drops[s->slot], c->data, (size_t)c->len);
     if (weft_drop_queue_should_flush(&dev->drops[s->slot]))
@@ -868,6 +898,7 @@ static void complete(weft_device *dev, cmd *c) {
     break;
   case CMD_WRITE: {
     weft_buf *b = c->bufs[0];
+    write_answer(c); /* host: answered when it ran; GPU: the copy is done now */
     if (dev->gpu) weft__gpu_staging_done(dev, c, false);
     weft_target t = target(b, c->offset, c->len);
     if (c->result == OUT_RUN && b->allocated) { /* a host copy runs in a write scope too */
@@ -1509,8 +1540,11 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
   weft_status st = check_device(dev);
   if (st) return st;
   if ((st = lookup_buffer(dev, buf, NULL))) return st;
-  if (weft__dev_scheduling() == dev && dev->in_reclaim) {
-    /* From the reclaim callback: takes effect at once, so the retry can use it. */
+  if (weft__dev_scheduling() == dev && dev->in_reclaim &&
+      weft_handles_slot(&dev->buffers, buf.id)->obj) {
+    /* From the reclaim callback: takes effect at once, so the retry can use it.
+     * A buffer whose create is still queued holds no memory yet: its release
+     * is queued behind the create, as from any other thread. */
     if (!weft_handles_kill(&dev->buffers, buf.id)) return not_found(buf.id);
     weft__dev_release_now(dev, buf.id);
     return NULL;
@@ -1526,6 +1560,16 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
   return NULL;
 }
 
+/* Takes |len| bytes of the staging window; false when they do not fit. */
+static bool staging_take(weft_device *dev, uint64_t len) {
+  uint64_t cur = atomic_load_explicit(&dev->staged_bytes, memory_order_relaxed);
+  do {
+    if (cur > WEFT_STAGING_WINDOW || len > WEFT_STAGING_WINDOW - cur) return false;
+  } while (!atomic_compare_exchange_weak_explicit(&dev->staged_bytes, &cur, cur + len,
+                                                  memory_order_relaxed, memory_order_relaxed));
+  return true;
+}
+
 weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                               uint64_t offset, const void *src, uint64_t len) {
   weft_status st = check_device(dev);
@@ -1535,11 +1579,24 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   if (!src && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "src is NULL");
   if ((st = check_range(size, offset, len, "write"))) return st;
   if (len == 0) return NULL;
-  bool staged = len > WEFT_WRITE_INLINE;
+  bool staged = len > WEFT_WRITE_INLINE, direct = false;
+  if (staged) {
+    /* Staged (the call returns at once) within the staging window; a write
+     * past WEFT_WRITE_STAGE_MAX or the window is copied by the worker from
+     * |src| while this thread waits. A thread the device's progress depends
+     * on (the scheduler: a reclaim callback; a worker: a kernel) stages. */
+    bool may_wait = weft__dev_scheduling() != dev && weft_stream_worker_ctx() != dev;
+    direct = may_wait && (len > WEFT_WRITE_STAGE_MAX || !staging_take(dev, len));
+    if (!may_wait) atomic_fetch_add_explicit(&dev->staged_bytes, len, memory_order_relaxed);
+    staged = !direct;
+  }
   size_t extra = align8(sizeof(weft_buf *)) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
-                 (staged ? 0 : (size_t)len);
+                 (staged || direct ? 0 : (size_t)len);
   cmd *c = weft__cmd_new(dev, CMD_WRITE, extra);
-  if (!c) return oom(extra, "a write command");
+  if (!c) {
+    if (staged) atomic_fetch_sub_explicit(&dev->staged_bytes, len, memory_order_relaxed);
+    return oom(extra, "a write command");
+  }
   char *p = (char *)c + align8(sizeof(cmd));
   c->bufs = (weft_buf **)p;
   p += align8(sizeof(weft_buf *));
@@ -1548,17 +1605,26 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   if (staged) { /* a separate block: the drop queue keeps it until the stream consumed it */
     p = len <= SIZE_MAX ? weft__alloc(&dev->alloc, (size_t)len, 16) : NULL;
     if (!p) {
+      atomic_fetch_sub_explicit(&dev->staged_bytes, len, memory_order_relaxed);
       weft__cmd_free(c);
       return oom((size_t)len, "staging a write");
     }
   }
-  c->data = p;
   c->staged = staged;
-  memcpy(p, src, len);
   c->stream = stream;
   c->buffer = buf.id;
   c->offset = offset;
   c->len = len;
+  if (direct) { /* no copy here: the worker reads |src| before answering */
+    weft_token tok;
+    weft__token_init(&tok);
+    c->token = &tok;
+    c->data = (void *)(uintptr_t)src;
+    cmd_submit(dev, c);
+    return weft__token_wait(&tok);
+  }
+  c->data = p;
+  memcpy(p, src, len);
   cmd_submit(dev, c);
   return NULL;
 }

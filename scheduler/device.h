@@ -133,6 +133,12 @@ typedef struct weft_batch {
 #define WEFT_CMD_CLASSES   7u
 #define WEFT_CMD_CLASS_MIN ((size_t)512) /* command size classes: 512 B .. 32 KiB */
 #define WEFT_WRITE_INLINE  (64u * 1024u) /* larger writes are staged through the drop queue */
+/* A staged write is at most this large, and the device's staged bytes not yet
+ * freed stay within the window; a larger write, or one that finds the window
+ * full, is copied by the stream's worker straight from the caller's bytes
+ * while the caller waits (a thread that cannot wait always stages). */
+#define WEFT_WRITE_STAGE_MAX (UINT64_C(4) << 20)
+#define WEFT_STAGING_WINDOW  (UINT64_C(64) << 20)
 
 /* A launch with 3 bindings on a 4-stream device (the common shape) fits the
  * smallest command class: a few more bytes in |cmd| double its footprint
@@ -171,7 +177,8 @@ struct weft_device {
   /* back-pressure: commands submitted by clients and not yet retired */
   _Alignas(64) _Atomic uint64_t pending;
   _Alignas(64) _Atomic uint64_t pending_peak, backpressure_waits;
-  weft_eventcount room; /* clients waiting for pending < max_pending park here */
+  weft_eventcount room;          /* clients waiting for pending < max_pending park here */
+  _Atomic uint64_t staged_bytes; /* staged write bytes not yet freed (the staging window) */
   _Alignas(64) _Atomic uint64_t launches_submitted;
   /* ---- scheduler thread only ---- */
   _Alignas(64) weft_storage *storage;

@@ -152,6 +152,7 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
     dev->reclaim(dev->reclaim_user, slot, b->size);
     dev->in_reclaim = false;
     cleanup_all(dev);
+    if (b->released) return st; /* the callback released this very buffer: no retry */
   }
   weft_error_free(st);
   st = weft_mm_reserve(mm, &b->mem, mode);

@@ -239,7 +239,14 @@ WEFT_API weft_stream_id weft_stream_current(void);
  * buffer and by launches that read it. */
 WEFT_API weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t size,
                                         weft_buffer *out);
-/* Async: |src| is copied before the call returns. */
+/* Stream-ordered; |src| may be reused once the call returns. Up to 64 KiB,
+ * and up to 4 MiB while the device's staging window (64 MiB of staged bytes
+ * the streams have not consumed yet) has room, the bytes are copied and the
+ * call returns at once (async). A larger write, or one that finds the window
+ * full, is copied by the stream straight from |src| and the call waits until
+ * it has been (after the work submitted before it on |stream|): no staged
+ * copy, so memory stays bounded. From a kernel or a reclaim callback a write
+ * never waits (it is staged whatever its size). */
 WEFT_API weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                                        uint64_t offset, const void *src, uint64_t len);
 /* Blocks until the bytes are copied into |dst|. Stream-ordered: the read runs
@@ -387,8 +394,14 @@ typedef struct weft_pool_report {
  * after weft's own reclaim steps (drop-queue flushes, releasing free pages of
  * every stream, relocation), with an error reclaiming may fix; |bytes| is the
  * request. Inside it, weft_buffer_release takes effect at once (so what it
- * releases can serve the retry); blocking calls on the device are refused.
- * Returns the bytes it released (informational). */
+ * releases can serve the retry; commands already queued that bind it fail
+ * with NotFound). Releasing the buffer being reserved ends its create: there
+ * is no retry, it holds nothing and its handle is dead. A buffer whose create
+ * is still queued holds no memory yet: its release is queued behind the
+ * create (its queued work runs first). Creates, writes and launches are
+ * queued and run after the reservation; blocking calls on the device (read,
+ * sync, check, the memory calls, stats, failpoints, captures) are refused
+ * with InvalidArgument. Returns the bytes it released (informational). */
 typedef uint64_t (*weft_reclaim_fn)(void *user, weft_stream_id stream, uint64_t bytes);
 
 #define WEFT_MAX_POOL_REPORTS (254u + 64u + 2u)
