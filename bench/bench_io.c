@@ -213,28 +213,31 @@ IO_SETUPS(5)
 IO_SETUPS(6)
 IO_SETUPS(7)
 
-#define IO_BENCHES(i, label)                                                                       \
+#define IO_BENCHES(i, label, big)                                                                  \
   {.name = "io_write_" label,                                                                      \
    .description = "weft_buffer_write of " label "B into a warm buffer, weft_sync at the end",      \
    .baseline = "io_memcpy_" label,                                                                 \
+   .heavy = big,                                                                                   \
    .setup = io_setup_w##i,                                                                         \
    .run = io_run_op,                                                                               \
    .teardown = io_teardown},                                                                       \
       {.name = "io_read_" label,                                                                   \
        .description = "weft_buffer_read of " label "B into a warm host block",                     \
        .baseline = "io_memcpy_" label,                                                             \
+       .heavy = big,                                                                               \
        .setup = io_setup_r##i,                                                                     \
        .run = io_run_op,                                                                           \
        .teardown = io_teardown},                                                                   \
   {                                                                                                \
     .name = "io_memcpy_" label,                                                                    \
-    .description = "baseline: memcpy of " label "B between two warm host blocks",                  \
+    .description = "baseline: memcpy of " label "B between two warm host blocks", .heavy = big,    \
     .setup = io_setup_m##i, .run = io_run_op, .teardown = io_teardown                              \
   }
 
 static wb_bench io_benches[] = {
-    IO_BENCHES(0, "4k"), IO_BENCHES(1, "64k"), IO_BENCHES(2, "256k"), IO_BENCHES(3, "1m"),
-    IO_BENCHES(4, "4m"), IO_BENCHES(5, "16m"), IO_BENCHES(6, "64m"),  IO_BENCHES(7, "512m"),
+    IO_BENCHES(0, "4k", false), IO_BENCHES(1, "64k", false), IO_BENCHES(2, "256k", false),
+    IO_BENCHES(3, "1m", false), IO_BENCHES(4, "4m", false),  IO_BENCHES(5, "16m", false),
+    IO_BENCHES(6, "64m", true), IO_BENCHES(7, "512m", true),
 };
 
 /* ---- the report section ------------------------------------------------------------------ */

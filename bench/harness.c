@@ -151,7 +151,7 @@ static void usage(FILE *f) {
         "  --reps N         measured repetitions per benchmark (default 5, 1..100000)\n"
         "  --warmup N       unmeasured runs before them (default 1, 0..100000)\n"
         "  --scale F        multiply every iteration count by F (default 1, > 0)\n"
-        "  --quick          1/10 of the iterations: a run of a second or so (smoke test)\n"
+        "  --quick          1/10 of the iterations, heavy benchmarks only if --filter names them\n"
         "  --json FILE      also write the results as JSON to FILE ('-': stdout, and the\n"
         "                   table goes to stderr)\n"
         "  --help           show this help and exit\n"
@@ -564,6 +564,7 @@ int wb_main(int argc, char **argv) {
   size_t nsel = 0;
   for (size_t i = 0; i < nregistered; i++) {
     if (cfg.filter && !strstr(registry[i]->name, cfg.filter)) continue;
+    if (cfg.quick && !cfg.filter && registry[i]->heavy) continue;
     selected[i] = true;
     if (registry[i]->baseline) selected[find_bench(registry[i]->baseline)] = true;
   }

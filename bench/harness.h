@@ -38,6 +38,9 @@ typedef struct wb_bench {
   const char *description; /* one line */
   const char *baseline;    /* name of the benchmark this one is compared to, or NULL */
   uint64_t iterations;     /* operations per run at --scale 1 */
+  /* Too slow or memory-hungry for --quick (hundreds of MiB per operation): skipped there
+   * unless --filter names it. */
+  bool heavy;
   /* Prepares the benchmark's state (*state may be left NULL). */
   void (*setup)(void **state);
   /* Performs |iterations| operations; returns the nanoseconds they took. */
