@@ -453,6 +453,10 @@ uint64_t weft_mm_page_size(const weft_mm *mm) {
   return mm->has_arena ? mm->current_page : 0;
 }
 
+uint64_t weft_mm_slice_visits(const weft_mm *mm) {
+  return mm->slice_visits;
+}
+
 uint64_t weft_mm_storage_allocs(const weft_mm *mm) {
   uint64_t n = 0;
   weft_pool_report r[WEFT_MAX_POOLS + WEFT_ARENA_SLOTS + 2];

@@ -66,6 +66,10 @@ weft_status weft_pool_materialize(weft_pool *p, weft_page *pg);
 void weft_pool_release_page(weft_pool *p, uint32_t idx); /* frees and compacts */
 void weft_pool_coalesce(weft_pool *p, uint32_t page);
 bool weft_page_is_free(const weft_page *pg);
+/* Frees slice |s| of |pg| and records it for the next coalesce; |sliced|:
+ * a sliced pool's page (its padding becomes free size, it joins the free
+ * list). */
+void weft_page_vacate(weft_page *pg, uint32_t s, bool sliced);
 uint64_t weft_page_live(const weft_page *pg); /* live slices */
 
 void weft_pool_usage(const weft_pool *p, weft_memory_usage *u);
