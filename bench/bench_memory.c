@@ -23,6 +23,11 @@
  *                                 buffers. mem_relocation_fresh_pages: on
  *                                 pages as the allocator hands them out
  *                                 (fresh), against a memcpy into fresh pages.
+ *   mem_buffer_create_release_1k, _200k
+ *                                 ns per weft_buffer_create + release on a
+ *                                 host device holding 1000 / 200000 live
+ *                                 buffers (device level, unlike the rest);
+ *                                 the 200k row's ratio must stay under 1.5.
  *
  * Report sections (after the main table, and in the JSON document):
  * "memory_storage_calls", "memory_trace", "memory_relocation". A pooled
