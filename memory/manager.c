@@ -349,7 +349,7 @@ weft_status weft_mm_resolve(weft_mm *mm, weft_mem *m, void **out) {
   if (st) return st;
   weft_page *pg;
   weft_slice *sl = weft_pool_find(m->pool, m, &pg);
-  if ((st = weft_pool_materialize(m->pool, pg))) return st;
+  if ((st = weft_pool_materialize(m->pool, pg, m->size))) return st;
   void *base;
   if ((st = weft_storage_get(mm->storage, &pg->mem, &base))) return st;
   *out = (char *)base + sl->offset;

@@ -140,12 +140,13 @@ void weft_pool_release_page(weft_pool *p, uint32_t idx) {
   for (uint32_t i = idx; i < p->npages; i++) renumber_from(p, i, 0);
 }
 
-weft_status weft_pool_materialize(weft_pool *p, weft_page *pg) {
+weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size) {
   if (pg->mapped) return NULL;
   weft_status st = weft_storage_alloc(p->mm->storage, pg->size, &pg->mem);
   if (st)
-    return weft_error_wrap(WEFT_ERR_STORAGE_MAPPING_FAILED, pg->size, st,
-                           "a page of %" PRIu64 " bytes carved in a dry run could not be backed",
+    return weft_error_wrap(WEFT_ERR_STORAGE_MAPPING_FAILED, size, st,
+                           "the page of %" PRIu64 " bytes it was carved from in a dry run could "
+                           "not be backed",
                            pg->size);
   pg->mapped = true;
   return NULL;

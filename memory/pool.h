@@ -59,8 +59,9 @@ void weft_pool_cleanup(weft_pool *p, bool explicit_, uint64_t reserves);
 
 /* The page and slice |m| owns, or NULL (stale, unplaced, elsewhere). */
 weft_slice *weft_pool_find(const weft_pool *p, const weft_mem *m, weft_page **page);
-/* Maps a lazy page (dry run); StorageMappingFailed on failure. */
-weft_status weft_pool_materialize(weft_pool *p, weft_page *pg);
+/* Maps a lazy page (dry run) for an allocation of |size| bytes;
+ * StorageMappingFailed{size} on failure (the message names the page size). */
+weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size);
 
 /* Page-level helpers shared with the arena's relocation. */
 void weft_pool_release_page(weft_pool *p, uint32_t idx); /* frees and compacts */

@@ -273,6 +273,9 @@ static void buf_free(weft_device *dev, weft_buf *b) {
 /* The reservation (or the late mapping) of |b| failed: it is unallocated and
  * carries the reason, which reads and launches report. */
 static void buf_unallocated(weft_device *dev, weft_buf *b, weft_status why) {
+  /* A late mapping failure leaves the slice placed: it goes back now, or it
+   * would point at this buffer after it is freed. */
+  if (weft_mem_is_placed(&b->mem)) weft_mm_free(b->mm, &b->mem);
   b->allocated = false;
   b->ptr = NULL;
   weft_failures_fail_unallocated(&dev->failures, b->id, why);

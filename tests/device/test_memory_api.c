@@ -756,6 +756,66 @@ Test(memory_api, dry_run_left_open_and_unmapped_pages_leak_nothing_at_close, .ti
   env_close(&e);
 }
 
+/* A buffer carved in a dry run whose page cannot be backed later (the first
+ * storage allocation fails): its read is StorageMappingFailed, sized as the
+ * buffer, not as its page. Released, it must give its slice back: the slice
+ * pointed at the freed buffer, the next cleanup or close wrote through it
+ * (ASan: heap-use-after-free), and without ASan its bytes stayed in use and
+ * later layout installs were refused. */
+static void open_unmappable(env *e, const weft_layout *layout) {
+  env_options(e);
+  e->opts.memory_layout = layout;
+  e->opts.failpoints = "alloc#1=OutOfMemory";
+  env_open(e);
+}
+
+Test(memory_api, a_buffer_whose_dry_run_page_fails_to_map_frees_its_slice_when_released,
+     .timeout = 60) {
+  const weft_pool_config pools[1] = {sliced_pool(64 * KiB, 0, 0)};
+  weft_layout layout = custom(pools, 1);
+  env e;
+  open_unmappable(&e, &layout);
+  EXPECT_OK(weft_memory_dry_run(e.dev, true));
+  weft_buffer b = make_buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_memory_dry_run(e.dev, false));
+  EXPECT_READ_ROOT(e.dev, 0, b, WEFT_ERR_STORAGE_MAPPING_FAILED);
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_memory_usage u = usage_of(e.dev);
+  cr_assert_eq(u.number_allocs, 0, "the released buffer's slice is still owned");
+  cr_assert_eq(u.bytes_in_use, 0, "%" PRIu64 " bytes still in use", u.bytes_in_use);
+  EXPECT_OK(weft_memory_cleanup(e.dev, 0));
+  cr_assert_eq(usage_of(e.dev).bytes_reserved, 0, "the never-mapped page was not forgotten");
+  EXPECT_OK(weft_memory_install_layout(e.dev, 0, &layout));
+  /* The stream still works: a new buffer maps (the failpoint fired once). */
+  weft_buffer c = make_buffer(e.dev, 0, 4096);
+  write_pattern(e.dev, 0, c, 0, 4096, 7);
+  read_check(e.dev, 0, c, 0, 4096, 7, "a buffer after the failed mapping");
+  EXPECT_OK(weft_buffer_release(e.dev, c));
+  env_close(&e);
+}
+
+Test(memory_api, storage_mapping_failed_reports_the_buffer_size_not_the_page_size, .timeout = 60) {
+  const weft_pool_config pools[1] = {sliced_pool(16 * MiB, 0, 0)};
+  weft_layout layout = custom(pools, 1);
+  env e;
+  open_unmappable(&e, &layout);
+  EXPECT_OK(weft_memory_dry_run(e.dev, true));
+  weft_buffer b = make_buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_memory_dry_run(e.dev, false));
+  uint8_t byte;
+  weft_status st = weft_buffer_read(e.dev, 0, b, 0, &byte, 1);
+  weft_status root = weft_error_root(only_unwritten(st, __LINE__));
+  char text[4096];
+  weft_error_format(st, text, sizeof(text));
+  cr_assert_eq(weft_error_kind_of(root), WEFT_ERR_STORAGE_MAPPING_FAILED, "%s", text);
+  cr_assert_eq(weft_error_size(root), 64, "the size is the page's, not the buffer's: %s", text);
+  cr_assert_not_null(strstr(text, "16777216"), "the message should still name the page: %s", text);
+  weft_error_free(st);
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
 enum { PLAN_SMALL = 10, PLAN_PAGE = 64 * 1024 };
 
 /* The planned workload on stream 0: ten 20000-byte buffers (three per page),
