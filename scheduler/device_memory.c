@@ -219,7 +219,9 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
     }
     weft_storage_flush(dev->storage);
     weft__dev_drain(dev);
-    if (weft_mm_relocate(dev->mms[slot], true)) refresh_addresses(dev);
+    uint64_t moved = weft_mm_relocate(dev->mms[slot], true);
+    if (moved) refresh_addresses(dev);
+    dev->stats.relocations += moved; /* explicit cleanups count, as the ladder's do */
     weft_mm_cleanup(dev->mms[slot]);
     return NULL;
   case MEM_INSTALL:

@@ -920,6 +920,38 @@ Test(memory_api, dry_run_measure_then_cap_planning_cycle_through_the_api, .timeo
   env_close(&e);
 }
 
+/* ---- relocation by an explicit cleanup ---------------------------------------------------------
+ */
+
+Test(memory_api, an_explicit_cleanup_counts_the_allocations_it_relocates, .timeout = 60) {
+  env e;
+  env_options(&e);
+  weft_layout adaptive = {.kind = WEFT_LAYOUT_ADAPTIVE};
+  e.opts.memory_layout = &adaptive;
+  env_open(&e);
+  /* 100 KiB (past the small pool's 64 KiB slices) lands on the arena's
+   * first 2 MiB page; 3 MiB grows the page to 4 MiB, outdating the first. */
+  weft_buffer a = make_buffer(e.dev, 0, 100 * KiB);
+  write_pattern(e.dev, 0, a, 0, 100 * KiB, 41);
+  weft_buffer big = make_buffer(e.dev, 0, 3 * MiB);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  uint64_t before = stats_of(e.dev).relocations;
+  EXPECT_OK(weft_memory_cleanup(e.dev, 0));
+  weft_pool_report r[MAX_REPORTS];
+  size_t n = report_of(e.dev, 0, r);
+  for (size_t i = 0; i < n; i++)
+    cr_assert(!r[i].outdated || r[i].usage.number_allocs == 0,
+              "an outdated pool still holds %" PRIu64 " allocations after the cleanup",
+              r[i].usage.number_allocs);
+  cr_assert_eq(stats_of(e.dev).relocations - before, 1,
+               "the cleanup moved a's allocation; stats.relocations counted %" PRIu64,
+               stats_of(e.dev).relocations - before);
+  read_check(e.dev, 0, a, 0, 100 * KiB, 41, "a after its relocation");
+  EXPECT_OK(weft_buffer_release(e.dev, a));
+  EXPECT_OK(weft_buffer_release(e.dev, big));
+  env_close(&e);
+}
+
 /* ---- the reclaim ladder ---------------------------------------------------------------------- */
 
 enum { HOGS = 4, REQUEST = 1000000 };
