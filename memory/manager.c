@@ -38,15 +38,31 @@ static weft_pool_config sliced(uint64_t page, uint64_t max_slice) {
       .kind = WEFT_POOL_SLICED, .page_size = page, .max_slice_size = max_slice};
 }
 
+/* Rounds |*size| up to the alignment; a size so close to UINT64_MAX that it
+ * would wrap (to 0, or below what was asked) is InvalidArgument naming it. */
+static weft_status round_up(const weft_mm *mm, size_t i, const char *field, uint64_t *size) {
+  uint64_t pad = weft_pad(*size, mm->align);
+  if (*size > UINT64_MAX - pad)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "pool %zu: %s %" PRIu64 " is too large (rounded up to the alignment of "
+                           "%" PRIu64 " it overflows)",
+                           i, field, *size, mm->align);
+  *size += pad;
+  return NULL;
+}
+
 /* Validates one custom pool and rounds its sizes up to the alignment. */
 static weft_status resolve_pool(const weft_mm *mm, size_t i, weft_pool_config *c) {
+  weft_status st;
   switch (c->kind) {
   case WEFT_POOL_SLICED:
     if (c->page_size == 0)
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "pool %zu: page_size is 0", i);
-    c->page_size = weft_align_up(c->page_size, mm->align);
-    c->max_slice_size =
-        c->max_slice_size ? weft_align_up(c->max_slice_size, mm->align) : c->page_size;
+    if ((st = round_up(mm, i, "page_size", &c->page_size))) return st;
+    if (!c->max_slice_size)
+      c->max_slice_size = c->page_size;
+    else if ((st = round_up(mm, i, "max_slice_size", &c->max_slice_size)))
+      return st;
     if (c->max_slice_size > c->page_size)
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                              "pool %zu: max_slice_size %" PRIu64 " exceeds page_size %" PRIu64, i,
@@ -65,8 +81,7 @@ static weft_status resolve_pool(const weft_mm *mm, size_t i, weft_pool_config *c
                              i, c->page_size, mm->max_page);
     return NULL;
   case WEFT_POOL_EXCLUSIVE:
-    c->max_alloc_size = weft_align_up(c->max_alloc_size, mm->align);
-    return NULL;
+    return round_up(mm, i, "max_alloc_size", &c->max_alloc_size);
   case WEFT_POOL_DIRECT: /* a ceiling of 0 is a real one: every free slice goes first */
     return NULL;
   case WEFT_POOL_PERSISTENT:

@@ -920,6 +920,33 @@ Test(memory_api, dry_run_measure_then_cap_planning_cycle_through_the_api, .timeo
   env_close(&e);
 }
 
+Test(memory_api, a_layout_whose_sizes_overflow_the_alignment_is_refused_at_open_and_install,
+     .timeout = 60) {
+  /* page_size UINT64_MAX rounded to 0, then a division by it (SIGFPE). */
+  const weft_pool_config pools[1] = {sliced_pool(UINT64_MAX, 0, 64 * MiB)};
+  weft_layout bad = custom(pools, 1);
+  env e;
+  env_options(&e);
+  e.opts.memory_layout = &bad;
+  expect_open_fails(&e, WEFT_ERR_INVALID_ARGUMENT, "page_size UINT64_MAX at open");
+  e = env_new();
+  weft_buffer b = make_buffer(e.dev, 0, 100);
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  EXPECT_KIND(weft_memory_install_layout(e.dev, 0, &bad), WEFT_ERR_INVALID_ARGUMENT);
+  const weft_pool_config excl[1] = {{.kind = WEFT_POOL_EXCLUSIVE,
+                                     .max_alloc_size = UINT64_MAX - 1,
+                                     .dealloc_period = WEFT_NO_PERIOD,
+                                     .reclaim_at = WEFT_NO_CEILING}};
+  weft_layout wraps = custom(excl, 1);
+  EXPECT_KIND(weft_memory_install_layout(e.dev, 0, &wraps), WEFT_ERR_INVALID_ARGUMENT);
+  /* The old layout still serves. */
+  b = make_buffer(e.dev, 0, 4096);
+  write_pattern(e.dev, 0, b, 0, 4096, 3);
+  read_check(e.dev, 0, b, 0, 4096, 3, "after the refused installs");
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
 /* ---- relocation by an explicit cleanup ---------------------------------------------------------
  */
 
