@@ -1274,6 +1274,12 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
                            o->persistent_memory);
   cfg->persistent = (weft_persistent_policy)o->persistent_memory;
   cfg->layout = (weft_layout){.kind = WEFT_LAYOUT_SUBSLICES};
+  uint64_t align = weft_storage_alignment(dev->storage);
+  if (!dev->gpu && cap && cap < align)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "memory_capacity %" PRIu64 " is below the storage alignment (%" PRIu64
+                           " bytes): the device could hold no buffer",
+                           cap, align);
   if (!o->memory_layout && cap && cap < (UINT64_C(128) << 20)) {
     /* A device below the default ladder's first rungs would give every
      * buffer an exclusive page: small buffers share quarter-device pages. */
@@ -1297,15 +1303,15 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
       if (!dev->layout_pools) return oom(bytes, "the memory layout");
       memcpy(dev->layout_pools, cfg->layout.pools, bytes);
       cfg->layout.pools = dev->layout_pools;
-    } else {
+    } else if (cfg->layout.kind != WEFT_LAYOUT_CUSTOM) {
       cfg->layout.pools = NULL;
-      if (cfg->layout.kind != WEFT_LAYOUT_CUSTOM) cfg->layout.num_pools = 0;
-    }
+      cfg->layout.num_pools = 0;
+    } /* else a custom list the probe refuses (none, or too many), as given */
   }
   weft_mm *probe; /* builds no page: validates the layout against this device */
   weft_status st = weft_mm_create(cfg, dev->storage, &dev->alloc, &probe);
   if (st) {
-    if (!dev->layout_pools) cfg->layout.num_pools = 0;
+    if (!dev->layout_pools) cfg->layout = (weft_layout){.kind = cfg->layout.kind};
     return st;
   }
   weft_mm_destroy(probe);

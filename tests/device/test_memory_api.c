@@ -947,6 +947,61 @@ Test(memory_api, a_layout_whose_sizes_overflow_the_alignment_is_refused_at_open_
   env_close(&e);
 }
 
+/* Errors that named what the caller never configured (issue 12, item 30). */
+static void expect_open_message(env *e, const char *needle, const char *what) {
+  weft_device *dev = NULL;
+  weft_status st = weft_device_open(&e->opts, &dev);
+  char text[1024];
+  weft_error_format(st, text, sizeof(text));
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT, "%s: got %s", what, text);
+  cr_assert_not_null(strstr(text, needle), "%s: '%s' does not say '%s'", what, text, needle);
+  weft_error_free(st);
+  cr_assert_null(dev);
+  weft_alloc_counts c = weft_counting_allocator_counts(e->ca);
+  cr_assert_eq(c.live_blocks, 0, "%s: the open leaked %" PRIu64 " blocks", what, c.live_blocks);
+  weft_counting_allocator_destroy(e->ca);
+}
+
+Test(memory_api, a_capacity_below_the_alignment_is_refused_naming_memory_capacity, .timeout = 60) {
+  const uint64_t caps[] = {1, 10, 63};
+  for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+    env e;
+    env_options(&e);
+    e.opts.memory_capacity = caps[i];
+    char needle[64];
+    snprintf(needle, sizeof needle, "memory_capacity %" PRIu64, caps[i]);
+    expect_open_message(&e, needle, needle);
+  }
+  env e; /* the alignment itself is enough for one buffer */
+  env_options(&e);
+  e.opts.memory_capacity = 64;
+  env_open(&e);
+  weft_buffer b = make_buffer(e.dev, 0, 64);
+  write_pattern(e.dev, 0, b, 0, 64, 5);
+  read_check(e.dev, 0, b, 0, 64, 5, "the one buffer a 64-byte device holds");
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
+Test(memory_api, a_layout_of_too_many_pools_is_refused_at_open_for_its_count, .timeout = 60) {
+  static weft_pool_config pools[300];
+  for (size_t i = 0; i < 300; i++) pools[i] = sliced_pool(64 * KiB, 0, 0);
+  weft_layout many = custom(pools, 300);
+  env e;
+  env_options(&e);
+  e.opts.memory_layout = &many;
+  expect_open_message(&e, "300 pools; a layout holds at most 254", "300 pools at open");
+  env_options(&e);
+  many.num_pools = 255;
+  e.opts.memory_layout = &many;
+  expect_open_message(&e, "255 pools; a layout holds at most 254", "255 pools at open");
+  env_options(&e);
+  many.num_pools = 254;
+  e.opts.memory_layout = &many;
+  env_open(&e);
+  env_close(&e);
+}
+
 /* ---- relocation by an explicit cleanup ---------------------------------------------------------
  */
 
