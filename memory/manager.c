@@ -445,6 +445,10 @@ static uint64_t largest_free_in(const weft_pool *p) {
   uint64_t best = 0;
   for (uint32_t i = 0; i < p->npages; i++) {
     const weft_page *pg = &p->pages[i];
+    if (p->cfg.kind != WEFT_POOL_SLICED) { /* one allocation a page: a free page is free whole */
+      if (pg->nslices && !pg->slices[0].owner && pg->size > best) best = pg->size;
+      continue;
+    }
     uint64_t run = 0;
     for (uint32_t s = 0; s < pg->nslices; s++) {
       run = pg->slices[s].owner ? 0 : run + pg->slices[s].size + pg->slices[s].padding;
@@ -462,6 +466,28 @@ uint64_t weft_mm_largest_free(const weft_mm *mm) {
     if (mm->slots[i] && (x = largest_free_in(mm->slots[i])) > best) best = x;
   if ((x = largest_free_in(mm->persistent)) > best) best = x;
   return best;
+}
+
+static uint64_t free_in(const weft_pool *p) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < p->npages; i++) {
+    const weft_page *pg = &p->pages[i];
+    if (p->cfg.kind != WEFT_POOL_SLICED) {
+      if (pg->nslices && !pg->slices[0].owner) n += pg->size;
+      continue;
+    }
+    for (uint32_t s = 0; s < pg->nslices; s++)
+      if (!pg->slices[s].owner) n += pg->slices[s].size + pg->slices[s].padding;
+  }
+  return n;
+}
+
+uint64_t weft_mm_free_bytes(const weft_mm *mm) {
+  uint64_t n = free_in(mm->persistent) + free_in(mm->dedicated);
+  for (uint32_t i = 0; i < mm->ndynamic; i++) n += free_in(mm->dynamic[i]);
+  for (uint32_t i = 0; i < WEFT_ARENA_SLOTS; i++)
+    if (mm->slots[i]) n += free_in(mm->slots[i]);
+  return n;
 }
 
 uint64_t weft_mm_page_size(const weft_mm *mm) {

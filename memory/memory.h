@@ -129,8 +129,13 @@ weft_memory_usage weft_mm_usage(const weft_mm *mm);
 /* Per-pool reports in routing order, then the persistent pool, then the
  * dedicated pool; |*n| in: capacity of |out|, out: number written (or needed). */
 void weft_mm_report(const weft_mm *mm, weft_pool_report *out, size_t *n);
-/* The largest free extent any page holds now. */
+/* The largest free extent any page holds now (a free exclusive, persistent
+ * or direct page counts whole). */
 uint64_t weft_mm_largest_free(const weft_mm *mm);
+/* Bytes of free slices and free pages: what the pages held can still serve
+ * (the rest of bytes_reserved is in use, padding, or an exclusive page's
+ * room beyond its allocation). */
+uint64_t weft_mm_free_bytes(const weft_mm *mm);
 uint64_t weft_mm_page_size(const weft_mm *mm); /* adaptive: the current page size; else 0 */
 
 /* Checks every invariant: each page's slices are ordered, disjoint and cover

@@ -257,7 +257,6 @@ weft_pool *weft_pool_new(weft_mm *mm, const weft_pool_config *cfg) {
     uint64_t n = cap / p->cfg.page_size;
     p->max_pages = (uint32_t)(n > 65535 ? 65535 : n);
   }
-  if (cfg->kind == WEFT_POOL_EXCLUSIVE) p->cur_avg = cfg->max_alloc_size / 2;
   return p;
 }
 
@@ -316,8 +315,6 @@ static bool sliced_try(weft_pool *p, weft_mem *m) {
 }
 
 static bool exclusive_try(weft_pool *p, weft_mem *m) {
-  /* Moving average of request sizes, decay 0.01. */
-  p->cur_avg = (uint64_t)((double)p->cur_avg * 0.99 + (double)m->size * 0.01);
   uint64_t eff = effective(p, m->size);
   int64_t best = -1;
   for (uint32_t i = 0; i < p->npages; i++) {
@@ -394,7 +391,10 @@ weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool may_release, bool *c
       return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, m->size,
                                    "the exclusive pool holds at most %" PRIu64 " bytes",
                                    p->cfg.max_alloc_size);
-    page_size = weft_align_up(p->cur_avg > eff ? p->cur_avg : eff, p->mm->align);
+    /* From the request: a page of its effective size. (The reference sizes
+     * it by a running average that starts at max_alloc_size / 2, so a wide
+     * pool's first pages held several times what they served.) */
+    page_size = eff;
     break;
   case WEFT_POOL_DIRECT:
     if (may_release && p->cfg.reclaim_at != WEFT_NO_CEILING) {

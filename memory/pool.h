@@ -23,7 +23,6 @@ struct weft_pool {
   uint32_t npages, cap;
   uint32_t max_pages; /* sliced, capped: pages allowed; UINT32_MAX: uncapped */
   uint64_t pages_peak, largest_alloc;
-  uint64_t cur_avg;    /* exclusive: moving average of request sizes */
   uint64_t last_check; /* exclusive: reservation count at the last periodic check */
   uint32_t *vacant;    /* direct: tombstoned page indices, reused first */
   uint32_t nvacant, vacant_cap;

@@ -1012,6 +1012,37 @@ Test(memory_api, a_layout_of_too_many_pools_is_refused_at_open_for_its_count, .t
   env_close(&e);
 }
 
+/* On a 1 GiB device, two 200 MiB buffers reserved 1014 MiB (exclusive pages
+ * sized from half the pool's max) and a third failed with OutOfMemory while
+ * 600 MiB was unused, reporting "largest free extent 0" next to "free
+ * 644529472" (issue 12, item 29). */
+Test(memory_api, exclusive_pages_fit_their_requests_and_the_oom_snapshot_is_true, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.memory_capacity = 1024 * MiB;
+  env_open(&e);
+  weft_buffer b[3];
+  for (int i = 0; i < 3; i++) {
+    b[i] = make_buffer(e.dev, 0, 200 * MiB);
+    write_pattern(e.dev, 0, b[i], 0, 4096, (uint32_t)(60 + i));
+  }
+  for (int i = 0; i < 3; i++) read_check(e.dev, 0, b[i], 0, 4096, (uint32_t)(60 + i), "200 MiB");
+  weft_memory_usage u = usage_of(e.dev);
+  cr_assert_eq(u.bytes_reserved, 600 * MiB, "three 200 MiB buffers reserved %" PRIu64,
+               u.bytes_reserved);
+  /* 500 MiB more cannot fit: the snapshot's numbers are what is there. */
+  weft_buffer big = make_buffer(e.dev, 0, 500 * MiB);
+  char msg[2048];
+  expect_read_root(e.dev, 0, big, WEFT_ERR_OUT_OF_MEMORY, msg, sizeof(msg), __LINE__);
+  cr_assert_not_null(strstr(msg, "request 524288000 bytes"), "%s", msg);
+  cr_assert_not_null(strstr(msg, "reserved 629145600, in use 629145600, free 0"), "%s", msg);
+  cr_assert_not_null(strstr(msg, "largest free extent 0"), "%s", msg);
+  cr_assert_not_null(strstr(msg, "storage holds 629145600 of 1073741824 bytes"), "%s", msg);
+  EXPECT_OK(weft_buffer_release(e.dev, big));
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_buffer_release(e.dev, b[i]));
+  env_close(&e);
+}
+
 /* ---- relocation by an explicit cleanup ---------------------------------------------------------
  */
 
