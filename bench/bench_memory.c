@@ -23,6 +23,11 @@
  *                                 buffers. mem_relocation_fresh_pages: on
  *                                 pages as the allocator hands them out
  *                                 (fresh), against a memcpy into fresh pages.
+ *   mem_buffer_create_release_1k, _200k
+ *                                 ns per weft_buffer_create + release on a
+ *                                 host device holding 1000 / 200000 live
+ *                                 buffers (device level, unlike the rest);
+ *                                 the 200k row's ratio must stay under 1.5.
  *
  * Report sections (after the main table, and in the JSON document):
  * "memory_storage_calls", "memory_trace", "memory_relocation". A pooled
@@ -1136,7 +1141,90 @@ static void json_relocation(FILE *f) {
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
+/* ---- buffer creation against live buffers ------------------------------------------------
+ *
+ * Device level (the whole path: handle table, command, scheduler, the
+ * stream's memory manager). Setup opens a host device with default options
+ * and creates |live| buffers of CL_SIZE bytes on stream 0, kept to the end.
+ * One op = weft_buffer_create + weft_buffer_release of one more buffer of
+ * the same size; a run ends with weft_sync, so ns/op includes the scheduler's
+ * reservation and free. The 200k row's ratio to the 1k row is the growth with
+ * live buffers (target < 1.5: creation is O(1) amortised). Teardown checks
+ * that exactly the |live| buffers are left. */
+
+#define CL_SIZE  256u
+#define CL_ITERS 20000u
+
+typedef struct cl_state {
+  weft_device *dev;
+  weft_buffer *live;
+  uint32_t nlive;
+} cl_state;
+
+static void cl_setup(void **state, uint32_t nlive) {
+  cl_state *s = xcalloc(1, sizeof(*s));
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.backend = WEFT_BACKEND_HOST;
+  wb_check(weft_device_open(&o, &s->dev), "weft_device_open");
+  s->live = xcalloc(nlive, sizeof(weft_buffer));
+  s->nlive = nlive;
+  for (uint32_t i = 0; i < nlive; i++)
+    wb_check(weft_buffer_create(s->dev, 0, CL_SIZE, &s->live[i]), "weft_buffer_create (live)");
+  wb_check(weft_sync(s->dev, 0), "weft_sync (setup)");
+  *state = s;
+}
+
+static void cl_setup_1k(void **state) {
+  cl_setup(state, 1000);
+}
+
+static void cl_setup_200k(void **state) {
+  cl_setup(state, 200000);
+}
+
+static uint64_t cl_run(void *state, uint64_t n) {
+  cl_state *s = state;
+  uint64_t t0 = wb_now_ns();
+  for (uint64_t i = 0; i < n; i++) {
+    weft_buffer b;
+    wb_check(weft_buffer_create(s->dev, 0, CL_SIZE, &b), "weft_buffer_create");
+    wb_check(weft_buffer_release(s->dev, b), "weft_buffer_release");
+  }
+  wb_check(weft_sync(s->dev, 0), "weft_sync");
+  return wb_now_ns() - t0;
+}
+
+static void cl_teardown(void *state) {
+  cl_state *s = state;
+  weft_memory_usage u;
+  wb_check(weft_memory_usage_get(s->dev, &u), "weft_memory_usage_get");
+  if (u.number_allocs != s->nlive)
+    wb_fatal("buffer create/release: %" PRIu64 " allocations live, expected %" PRIu32,
+             u.number_allocs, s->nlive);
+  for (uint32_t i = 0; i < s->nlive; i++)
+    wb_check(weft_buffer_release(s->dev, s->live[i]), "weft_buffer_release (live)");
+  weft_device_close(s->dev);
+  free(s->live);
+  free(s);
+}
+
 static const wb_bench benches[] = {
+    {.name = "mem_buffer_create_release_1k",
+     .description = "weft_buffer_create + weft_buffer_release of a 256 B buffer on a host device "
+                    "holding 1000 live buffers (run ends with weft_sync)",
+     .iterations = CL_ITERS,
+     .setup = cl_setup_1k,
+     .run = cl_run,
+     .teardown = cl_teardown},
+    {.name = "mem_buffer_create_release_200k",
+     .description = "as mem_buffer_create_release_1k with 200000 live buffers (target: ratio < "
+                    "1.5)",
+     .baseline = "mem_buffer_create_release_1k",
+     .iterations = CL_ITERS,
+     .setup = cl_setup_200k,
+     .run = cl_run,
+     .teardown = cl_teardown},
     {.name = "mem_reserve_release_subslices",
      .description = "weft_mm_reserve + weft_mm_free, SUBSLICES, warm; 64 B .. 4 MiB through a "
                     "window of 32 live allocations",

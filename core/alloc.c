@@ -74,9 +74,12 @@ static void *je_alloc(void *self, size_t size, size_t align) {
                            MALLOCX_ALIGN(align < 1 ? 1 : align));
 }
 
+/* Sized deallocation: every caller passes the size and alignment it
+ * allocated with, so jemalloc skips the extent lookup dallocx would make.
+ * The flags repeat the allocation's (a zero size was allocated as 1). */
 static void je_free(void *self, void *p, size_t size, size_t align) {
-  (void)self, (void)size, (void)align;
-  dallocx(p, MALLOCX_TCACHE_NONE);
+  (void)self;
+  sdallocx(p, size == 0 ? 1 : size, MALLOCX_TCACHE_NONE | MALLOCX_ALIGN(align < 1 ? 1 : align));
 }
 #endif
 

@@ -198,7 +198,7 @@ static uint64_t move_page(weft_mm *mm, weft_pool *from, uint32_t idx, weft_pool 
     weft_slice *src = weft_pool_find(from, owners[j], &src_pg);
     weft_slice *dst = weft_pool_find(to, &targets[j], &dst_pg);
     if (!src_pg->mapped) continue; /* never backed: no bytes to carry */
-    weft_status st = weft_pool_materialize(to, dst_pg);
+    weft_status st = weft_pool_materialize(to, dst_pg, owners[j]->size);
     if (!st)
       st = weft_storage_copy(mm->storage, &src_pg->mem, src->offset, &dst_pg->mem, dst->offset,
                              owners[j]->size);
@@ -217,11 +217,7 @@ static uint64_t move_page(weft_mm *mm, weft_pool *from, uint32_t idx, weft_pool 
     weft_slice *src = weft_pool_find(from, owners[j], NULL);
     weft_page *dst_pg;
     weft_slice *dst = weft_pool_find(to, &targets[j], &dst_pg);
-    src->owner = NULL;
-    src->owner_id = 0;
-    from->pages[idx].dirty = true;
-    src->size += src->padding;
-    src->padding = 0;
+    weft_page_vacate(&from->pages[idx], (uint32_t)(src - from->pages[idx].slices), true);
     dst->owner = owners[j];
     dst->owner_id = owners[j]->id;
     owners[j]->pool = to;

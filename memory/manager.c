@@ -38,15 +38,31 @@ static weft_pool_config sliced(uint64_t page, uint64_t max_slice) {
       .kind = WEFT_POOL_SLICED, .page_size = page, .max_slice_size = max_slice};
 }
 
+/* Rounds |*size| up to the alignment; a size so close to UINT64_MAX that it
+ * would wrap (to 0, or below what was asked) is InvalidArgument naming it. */
+static weft_status round_up(const weft_mm *mm, size_t i, const char *field, uint64_t *size) {
+  uint64_t pad = weft_pad(*size, mm->align);
+  if (*size > UINT64_MAX - pad)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "pool %zu: %s %" PRIu64 " is too large (rounded up to the alignment of "
+                           "%" PRIu64 " it overflows)",
+                           i, field, *size, mm->align);
+  *size += pad;
+  return NULL;
+}
+
 /* Validates one custom pool and rounds its sizes up to the alignment. */
 static weft_status resolve_pool(const weft_mm *mm, size_t i, weft_pool_config *c) {
+  weft_status st;
   switch (c->kind) {
   case WEFT_POOL_SLICED:
     if (c->page_size == 0)
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "pool %zu: page_size is 0", i);
-    c->page_size = weft_align_up(c->page_size, mm->align);
-    c->max_slice_size =
-        c->max_slice_size ? weft_align_up(c->max_slice_size, mm->align) : c->page_size;
+    if ((st = round_up(mm, i, "page_size", &c->page_size))) return st;
+    if (!c->max_slice_size)
+      c->max_slice_size = c->page_size;
+    else if ((st = round_up(mm, i, "max_slice_size", &c->max_slice_size)))
+      return st;
     if (c->max_slice_size > c->page_size)
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                              "pool %zu: max_slice_size %" PRIu64 " exceeds page_size %" PRIu64, i,
@@ -65,8 +81,7 @@ static weft_status resolve_pool(const weft_mm *mm, size_t i, weft_pool_config *c
                              i, c->page_size, mm->max_page);
     return NULL;
   case WEFT_POOL_EXCLUSIVE:
-    c->max_alloc_size = weft_align_up(c->max_alloc_size, mm->align);
-    return NULL;
+    return round_up(mm, i, "max_alloc_size", &c->max_alloc_size);
   case WEFT_POOL_DIRECT: /* a ceiling of 0 is a real one: every free slice goes first */
     return NULL;
   case WEFT_POOL_PERSISTENT:
@@ -349,7 +364,7 @@ weft_status weft_mm_resolve(weft_mm *mm, weft_mem *m, void **out) {
   if (st) return st;
   weft_page *pg;
   weft_slice *sl = weft_pool_find(m->pool, m, &pg);
-  if ((st = weft_pool_materialize(m->pool, pg))) return st;
+  if ((st = weft_pool_materialize(m->pool, pg, m->size))) return st;
   void *base;
   if ((st = weft_storage_get(mm->storage, &pg->mem, &base))) return st;
   *out = (char *)base + sl->offset;
@@ -430,6 +445,10 @@ static uint64_t largest_free_in(const weft_pool *p) {
   uint64_t best = 0;
   for (uint32_t i = 0; i < p->npages; i++) {
     const weft_page *pg = &p->pages[i];
+    if (p->cfg.kind != WEFT_POOL_SLICED) { /* one allocation a page: a free page is free whole */
+      if (pg->nslices && !pg->slices[0].owner && pg->size > best) best = pg->size;
+      continue;
+    }
     uint64_t run = 0;
     for (uint32_t s = 0; s < pg->nslices; s++) {
       run = pg->slices[s].owner ? 0 : run + pg->slices[s].size + pg->slices[s].padding;
@@ -449,8 +468,34 @@ uint64_t weft_mm_largest_free(const weft_mm *mm) {
   return best;
 }
 
+static uint64_t free_in(const weft_pool *p) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < p->npages; i++) {
+    const weft_page *pg = &p->pages[i];
+    if (p->cfg.kind != WEFT_POOL_SLICED) {
+      if (pg->nslices && !pg->slices[0].owner) n += pg->size;
+      continue;
+    }
+    for (uint32_t s = 0; s < pg->nslices; s++)
+      if (!pg->slices[s].owner) n += pg->slices[s].size + pg->slices[s].padding;
+  }
+  return n;
+}
+
+uint64_t weft_mm_free_bytes(const weft_mm *mm) {
+  uint64_t n = free_in(mm->persistent) + free_in(mm->dedicated);
+  for (uint32_t i = 0; i < mm->ndynamic; i++) n += free_in(mm->dynamic[i]);
+  for (uint32_t i = 0; i < WEFT_ARENA_SLOTS; i++)
+    if (mm->slots[i]) n += free_in(mm->slots[i]);
+  return n;
+}
+
 uint64_t weft_mm_page_size(const weft_mm *mm) {
   return mm->has_arena ? mm->current_page : 0;
+}
+
+uint64_t weft_mm_slice_visits(const weft_mm *mm) {
+  return mm->slice_visits;
 }
 
 uint64_t weft_mm_storage_allocs(const weft_mm *mm) {

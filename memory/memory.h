@@ -60,6 +60,14 @@ typedef struct weft_page {
   bool dirty;          /* a slice was freed since the last coalesce */
   weft_slice *slices;  /* ordered by offset, covering the page */
   uint32_t nslices, cap;
+  /* dirty: the lowest and highest slice freed since the last coalesce. */
+  uint32_t dirty_lo, dirty_hi;
+  /* Sliced pages: the indices of the free slices, ascending (capacity
+   * free_cap >= nslices, so freeing a slice never allocates). First fit reads
+   * this list, not every slice: placement costs the page's free fragments,
+   * not its live allocations. */
+  uint32_t *free_idx;
+  uint32_t nfree, free_cap;
 } weft_page;
 
 typedef struct weft_mm_config {
@@ -121,8 +129,13 @@ weft_memory_usage weft_mm_usage(const weft_mm *mm);
 /* Per-pool reports in routing order, then the persistent pool, then the
  * dedicated pool; |*n| in: capacity of |out|, out: number written (or needed). */
 void weft_mm_report(const weft_mm *mm, weft_pool_report *out, size_t *n);
-/* The largest free extent any page holds now. */
+/* The largest free extent any page holds now (a free exclusive, persistent
+ * or direct page counts whole). */
 uint64_t weft_mm_largest_free(const weft_mm *mm);
+/* Bytes of free slices and free pages: what the pages held can still serve
+ * (the rest of bytes_reserved is in use, padding, or an exclusive page's
+ * room beyond its allocation). */
+uint64_t weft_mm_free_bytes(const weft_mm *mm);
 uint64_t weft_mm_page_size(const weft_mm *mm); /* adaptive: the current page size; else 0 */
 
 /* Checks every invariant: each page's slices are ordered, disjoint and cover
@@ -132,6 +145,10 @@ uint64_t weft_mm_page_size(const weft_mm *mm); /* adaptive: the current page siz
 weft_status weft_mm_validate(const weft_mm *mm);
 /* Storage allocations currently held by this manager (mapped pages and slices). */
 uint64_t weft_mm_storage_allocs(const weft_mm *mm);
+/* Slices the sliced pools have read so far to place, coalesce and renumber:
+ * the work a reservation costs, which tests bound (it must not grow with the
+ * number of live allocations). */
+uint64_t weft_mm_slice_visits(const weft_mm *mm);
 
 /* The page size the adaptive arena would use for |size| in a page of
  * |current|: 0 = it fits, UINT64_MAX = too large, else the new page size. */

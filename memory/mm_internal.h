@@ -4,7 +4,7 @@
 
 #include "memory/pool.h"
 
-#define WEFT_MAX_POOLS  254u
+#define WEFT_MAX_POOLS 254u
 
 struct weft_mm {
   weft_storage *storage;
@@ -27,6 +27,7 @@ struct weft_mm {
   uint32_t depth, modes_cap;
   bool dry_run;
   uint64_t reserves, page_ids;
+  uint64_t slice_visits; /* slices read by placement, coalescing and renumbering */
 };
 
 #endif

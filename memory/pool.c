@@ -30,10 +30,31 @@ static bool is_tombstone(const weft_page *pg) {
   return pg->nslices == 0;
 }
 
+/* ---- the free-slice list of a sliced page ------------------------------------------------- */
+
+/* The position of the first entry >= |s| in |pg|'s free list. */
+static uint32_t free_pos(const weft_page *pg, uint32_t s) {
+  uint32_t lo = 0, hi = pg->nfree;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (pg->free_idx[mid] < s)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Room for |need| entries (the slices array's capacity). */
+static bool free_reserve(const weft_allocator *a, weft_page *pg, uint32_t need) {
+  return weft__grow(a, (void **)&pg->free_idx, &pg->free_cap, need, sizeof(uint32_t));
+}
+
 /* Rewrites the location of every owner on page |idx| from slice |from| on
  * (after moves). */
 static void renumber_from(weft_pool *p, uint32_t idx, uint32_t from) {
   weft_page *pg = &p->pages[idx];
+  if (from < pg->nslices) p->mm->slice_visits += pg->nslices - from;
   for (uint32_t s = from; s < pg->nslices; s++) {
     weft_mem *o = pg->slices[s].owner;
     if (o) {
@@ -70,7 +91,10 @@ static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
   memset(&pg, 0, sizeof(pg));
   pg.size = size;
   pg.id = ++mm->page_ids;
-  if (!weft__grow(mm->alloc, (void **)&pg.slices, &pg.cap, 1, sizeof(weft_slice))) {
+  bool sliced = p->cfg.kind == WEFT_POOL_SLICED;
+  if (!weft__grow(mm->alloc, (void **)&pg.slices, &pg.cap, 1, sizeof(weft_slice)) ||
+      (sliced && !free_reserve(mm->alloc, &pg, 1))) {
+    weft__free(mm->alloc, pg.slices, (size_t)pg.cap * sizeof(weft_slice), 16);
     if (at != p->npages) p->vacant[p->nvacant++] = at;
     return no_meta();
   }
@@ -78,6 +102,7 @@ static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
     weft_status st = weft_storage_alloc(mm->storage, size, &pg.mem);
     if (st) {
       weft__free(mm->alloc, pg.slices, (size_t)pg.cap * sizeof(weft_slice), 16);
+      weft__free(mm->alloc, pg.free_idx, (size_t)pg.free_cap * sizeof(uint32_t), 16);
       if (at != p->npages) p->vacant[p->nvacant++] = at;
       return st;
     }
@@ -85,6 +110,7 @@ static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
   }
   pg.nslices = 1;
   pg.slices[0] = (weft_slice){.offset = 0, .size = size, .padding = 0, .owner = NULL};
+  if (sliced) pg.free_idx[pg.nfree++] = 0;
   p->pages[at] = pg;
   if (at == p->npages) p->npages++;
   uint64_t live = p->npages - p->nvacant;
@@ -96,6 +122,7 @@ static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
 static void free_page_storage(weft_pool *p, weft_page *pg) {
   if (pg->mapped) weft_storage_dealloc(p->mm->storage, &pg->mem);
   weft__free(p->mm->alloc, pg->slices, (size_t)pg->cap * sizeof(weft_slice), 16);
+  weft__free(p->mm->alloc, pg->free_idx, (size_t)pg->free_cap * sizeof(uint32_t), 16);
   memset(pg, 0, sizeof(*pg));
 }
 
@@ -113,12 +140,13 @@ void weft_pool_release_page(weft_pool *p, uint32_t idx) {
   for (uint32_t i = idx; i < p->npages; i++) renumber_from(p, i, 0);
 }
 
-weft_status weft_pool_materialize(weft_pool *p, weft_page *pg) {
+weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size) {
   if (pg->mapped) return NULL;
   weft_status st = weft_storage_alloc(p->mm->storage, pg->size, &pg->mem);
   if (st)
-    return weft_error_wrap(WEFT_ERR_STORAGE_MAPPING_FAILED, pg->size, st,
-                           "a page of %" PRIu64 " bytes carved in a dry run could not be backed",
+    return weft_error_wrap(WEFT_ERR_STORAGE_MAPPING_FAILED, size, st,
+                           "the page of %" PRIu64 " bytes it was carved from in a dry run could "
+                           "not be backed",
                            pg->size);
   pg->mapped = true;
   return NULL;
@@ -131,9 +159,11 @@ weft_status weft_pool_materialize(weft_pool *p, weft_page *pg) {
 static bool carve(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint64_t eff) {
   weft_page *pg = &p->pages[page];
   uint64_t capacity = pg->slices[s].size + pg->slices[s].padding;
+  uint32_t k = free_pos(pg, s); /* s is free: its entry */
   if (capacity > eff) {
     if (!weft__grow(p->mm->alloc, (void **)&pg->slices, &pg->cap, pg->nslices + 1,
-                    sizeof(weft_slice)))
+                    sizeof(weft_slice)) ||
+        !free_reserve(p->mm->alloc, pg, pg->nslices + 1))
       return false;
     memmove(&pg->slices[s + 2], &pg->slices[s + 1],
             (size_t)(pg->nslices - s - 1) * sizeof(weft_slice));
@@ -141,34 +171,62 @@ static bool carve(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint64_t
         .offset = pg->slices[s].offset + eff, .size = capacity - eff, .padding = 0, .owner = NULL};
     pg->nslices++;
     renumber_from(p, page, s + 2); /* only the slices after the split moved */
+    if (pg->dirty && pg->dirty_lo > s) pg->dirty_lo++;
+    if (pg->dirty && pg->dirty_hi > s) pg->dirty_hi++;
+    /* The remainder takes s's entry; every later free slice moved up one. */
+    pg->free_idx[k] = s + 1;
+    for (uint32_t j = k + 1; j < pg->nfree; j++) pg->free_idx[j]++;
+  } else {
+    memmove(&pg->free_idx[k], &pg->free_idx[k + 1], (size_t)(pg->nfree - k - 1) * sizeof(uint32_t));
+    pg->nfree--;
   }
   /* Padding keeps every byte of the slice's capacity: nothing is lost on reuse. */
   set_owner(p, page, s, m, m->size, eff - m->size);
   return true;
 }
 
+/* Merges runs of free slices. Between two passes a run can only form around
+ * a slice freed since (the last pass left none, and a carve splits a free
+ * slice whose neighbours are owned), so the pass reads only the window from
+ * just before the lowest freed slice to just after the highest, then moves
+ * the tail once if anything merged. */
 void weft_pool_coalesce(weft_pool *p, uint32_t page) {
   weft_page *pg = &p->pages[page];
   if (!pg->dirty) return; /* nothing was freed since the last pass */
   pg->dirty = false;
-  uint32_t w = 0;
-  bool moved = false;
-  for (uint32_t r = 0; r < pg->nslices; r++) {
+  bool sliced = p->cfg.kind == WEFT_POOL_SLICED;
+  uint32_t n = pg->nslices;
+  uint32_t start = pg->dirty_lo ? pg->dirty_lo - 1 : 0;
+  uint32_t end = pg->dirty_hi + 2 < n ? pg->dirty_hi + 2 : n;
+  /* The window's free-list entries are rewritten in place: merging only
+   * removes free slices, so they never outgrow the old ones. */
+  uint32_t k0 = sliced ? free_pos(pg, start) : 0, k1 = sliced ? free_pos(pg, end) : 0, c = 0;
+  uint32_t w = start;
+  p->mm->slice_visits += end - start;
+  for (uint32_t r = start; r < end; r++) {
     weft_slice sl = pg->slices[r];
-    if (!sl.owner && w > 0 && !pg->slices[w - 1].owner) {
-      pg->slices[w - 1].size += sl.size + sl.padding;
-      moved = true;
-      continue;
-    }
     if (!sl.owner) { /* a free slice's capacity is all size */
       sl.size += sl.padding;
       sl.padding = 0;
     }
-    if (w != r) moved = true;
+    if (!sl.owner && w > 0 && !pg->slices[w - 1].owner) {
+      pg->slices[w - 1].size += sl.size;
+      continue;
+    }
+    if (!sl.owner && sliced) pg->free_idx[k0 + c++] = w;
     pg->slices[w++] = sl;
   }
-  pg->nslices = w;
-  if (moved) renumber_from(p, page, 0);
+  if (sliced) {
+    uint32_t shift = end - w;
+    memmove(&pg->free_idx[k0 + c], &pg->free_idx[k1], (size_t)(pg->nfree - k1) * sizeof(uint32_t));
+    pg->nfree = k0 + c + (pg->nfree - k1);
+    for (uint32_t j = k0 + c; shift && j < pg->nfree; j++) pg->free_idx[j] -= shift;
+  }
+  if (w < end) {
+    memmove(&pg->slices[w], &pg->slices[end], (size_t)(n - end) * sizeof(weft_slice));
+    pg->nslices = n - (end - w);
+    renumber_from(p, page, start);
+  }
 }
 
 weft_slice *weft_pool_find(const weft_pool *p, const weft_mem *m, weft_page **page) {
@@ -199,7 +257,6 @@ weft_pool *weft_pool_new(weft_mm *mm, const weft_pool_config *cfg) {
     uint64_t n = cap / p->cfg.page_size;
     p->max_pages = (uint32_t)(n > 65535 ? 65535 : n);
   }
-  if (cfg->kind == WEFT_POOL_EXCLUSIVE) p->cur_avg = cfg->max_alloc_size / 2;
   return p;
 }
 
@@ -240,23 +297,24 @@ static uint64_t effective(const weft_pool *p, uint64_t size) {
   return weft_align_up(size, p->mm->align);
 }
 
+/* First fit: the first page, in index order, with a free slice that holds
+ * |eff|, and its first such slice, read from the pages' free lists. */
 static bool sliced_try(weft_pool *p, weft_mem *m) {
   uint64_t eff = effective(p, m->size);
   for (uint32_t i = 0; i < p->npages; i++) {
     if (p->pages[i].guards) continue; /* a guarded page serves nothing new */
     weft_pool_coalesce(p, i);
     weft_page *pg = &p->pages[i];
-    for (uint32_t s = 0; s < pg->nslices; s++) {
-      weft_slice *sl = &pg->slices[s];
-      if (!sl->owner && sl->size + sl->padding >= eff) return carve(p, i, s, m, eff);
+    for (uint32_t k = 0; k < pg->nfree; k++) {
+      weft_slice *sl = &pg->slices[pg->free_idx[k]];
+      p->mm->slice_visits++;
+      if (sl->size + sl->padding >= eff) return carve(p, i, pg->free_idx[k], m, eff);
     }
   }
   return false;
 }
 
 static bool exclusive_try(weft_pool *p, weft_mem *m) {
-  /* Moving average of request sizes, decay 0.01. */
-  p->cur_avg = (uint64_t)((double)p->cur_avg * 0.99 + (double)m->size * 0.01);
   uint64_t eff = effective(p, m->size);
   int64_t best = -1;
   for (uint32_t i = 0; i < p->npages; i++) {
@@ -333,7 +391,10 @@ weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool may_release, bool *c
       return weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, m->size,
                                    "the exclusive pool holds at most %" PRIu64 " bytes",
                                    p->cfg.max_alloc_size);
-    page_size = weft_align_up(p->cur_avg > eff ? p->cur_avg : eff, p->mm->align);
+    /* From the request: a page of its effective size. (The reference sizes
+     * it by a running average that starts at max_alloc_size / 2, so a wide
+     * pool's first pages held several times what they served.) */
+    page_size = eff;
     break;
   case WEFT_POOL_DIRECT:
     if (may_release && p->cfg.reclaim_at != WEFT_NO_CEILING) {
@@ -369,14 +430,29 @@ void weft_pool_free(weft_pool *p, weft_mem *m) {
   weft_page *pg;
   weft_slice *sl = weft_pool_find(p, m, &pg);
   if (!sl) return;
+  weft_page_vacate(pg, m->slice, p->cfg.kind == WEFT_POOL_SLICED);
+  m->pool = NULL;
+}
+
+void weft_page_vacate(weft_page *pg, uint32_t s, bool sliced) {
+  weft_slice *sl = &pg->slices[s];
   sl->owner = NULL;
   sl->owner_id = 0;
-  pg->dirty = true;
-  if (p->cfg.kind == WEFT_POOL_SLICED) { /* a free slice's capacity is all size */
+  if (sliced) { /* a free slice's capacity is all size; it joins the free list */
     sl->size += sl->padding;
     sl->padding = 0;
+    uint32_t k = free_pos(pg, s);
+    memmove(&pg->free_idx[k + 1], &pg->free_idx[k], (size_t)(pg->nfree - k) * sizeof(uint32_t));
+    pg->free_idx[k] = s;
+    pg->nfree++;
   }
-  m->pool = NULL;
+  if (!pg->dirty) {
+    pg->dirty = true;
+    pg->dirty_lo = pg->dirty_hi = s;
+  } else {
+    if (s < pg->dirty_lo) pg->dirty_lo = s;
+    if (s > pg->dirty_hi) pg->dirty_hi = s;
+  }
 }
 
 void weft_pool_cleanup(weft_pool *p, bool explicit_, uint64_t reserves) {
@@ -470,6 +546,19 @@ weft_status weft_pool_validate(const weft_pool *p) {
     }
     if (p->cfg.kind == WEFT_POOL_SLICED ? at != pg->size : at > pg->size)
       return bad(p, i, "slices do not cover the page");
+    if (p->cfg.kind == WEFT_POOL_SLICED) {
+      uint32_t k = 0;
+      for (uint32_t s = 0; s < pg->nslices; s++) {
+        if (pg->slices[s].owner) continue;
+        if (k >= pg->nfree || pg->free_idx[k] != s)
+          return bad(p, i, "the free list does not list the free slices in order");
+        k++;
+        if (s > 0 && !pg->slices[s - 1].owner && !pg->dirty)
+          return bad(p, i, "two adjacent free slices on a page with no coalesce pending");
+      }
+      if (k != pg->nfree) return bad(p, i, "the free list lists an owned slice");
+      if (pg->free_cap < pg->nslices) return bad(p, i, "the free list may need to grow on a free");
+    }
     if (pg->mapped != (pg->mem.id != 0)) return bad(p, i, "mapped flag disagrees with storage");
   }
   return NULL;

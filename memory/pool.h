@@ -23,7 +23,6 @@ struct weft_pool {
   uint32_t npages, cap;
   uint32_t max_pages; /* sliced, capped: pages allowed; UINT32_MAX: uncapped */
   uint64_t pages_peak, largest_alloc;
-  uint64_t cur_avg;    /* exclusive: moving average of request sizes */
   uint64_t last_check; /* exclusive: reservation count at the last periodic check */
   uint32_t *vacant;    /* direct: tombstoned page indices, reused first */
   uint32_t nvacant, vacant_cap;
@@ -59,13 +58,18 @@ void weft_pool_cleanup(weft_pool *p, bool explicit_, uint64_t reserves);
 
 /* The page and slice |m| owns, or NULL (stale, unplaced, elsewhere). */
 weft_slice *weft_pool_find(const weft_pool *p, const weft_mem *m, weft_page **page);
-/* Maps a lazy page (dry run); StorageMappingFailed on failure. */
-weft_status weft_pool_materialize(weft_pool *p, weft_page *pg);
+/* Maps a lazy page (dry run) for an allocation of |size| bytes;
+ * StorageMappingFailed{size} on failure (the message names the page size). */
+weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size);
 
 /* Page-level helpers shared with the arena's relocation. */
 void weft_pool_release_page(weft_pool *p, uint32_t idx); /* frees and compacts */
 void weft_pool_coalesce(weft_pool *p, uint32_t page);
 bool weft_page_is_free(const weft_page *pg);
+/* Frees slice |s| of |pg| and records it for the next coalesce; |sliced|:
+ * a sliced pool's page (its padding becomes free size, it joins the free
+ * list). */
+void weft_page_vacate(weft_page *pg, uint32_t s, bool sliced);
 uint64_t weft_page_live(const weft_page *pg); /* live slices */
 
 void weft_pool_usage(const weft_pool *p, weft_memory_usage *u);

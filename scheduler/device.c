@@ -273,6 +273,9 @@ static void buf_free(weft_device *dev, weft_buf *b) {
 /* The reservation (or the late mapping) of |b| failed: it is unallocated and
  * carries the reason, which reads and launches report. */
 static void buf_unallocated(weft_device *dev, weft_buf *b, weft_status why) {
+  /* A late mapping failure leaves the slice placed: it goes back now, or it
+   * would point at this buffer after it is freed. */
+  if (weft_mem_is_placed(&b->mem)) weft_mm_free(b->mm, &b->mem);
   b->allocated = false;
   b->ptr = NULL;
   weft_failures_fail_unallocated(&dev->failures, b->id, why);
@@ -1302,6 +1305,12 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
                            o->persistent_memory);
   cfg->persistent = (weft_persistent_policy)o->persistent_memory;
   cfg->layout = (weft_layout){.kind = WEFT_LAYOUT_SUBSLICES};
+  uint64_t align = weft_storage_alignment(dev->storage);
+  if (!dev->gpu && cap && cap < align)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "memory_capacity %" PRIu64 " is below the storage alignment (%" PRIu64
+                           " bytes): the device could hold no buffer",
+                           cap, align);
   if (!o->memory_layout && cap && cap < (UINT64_C(128) << 20)) {
     /* A device below the default ladder's first rungs would give every
      * buffer an exclusive page: small buffers share quarter-device pages. */
@@ -1325,15 +1334,15 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
       if (!dev->layout_pools) return oom(bytes, "the memory layout");
       memcpy(dev->layout_pools, cfg->layout.pools, bytes);
       cfg->layout.pools = dev->layout_pools;
-    } else {
+    } else if (cfg->layout.kind != WEFT_LAYOUT_CUSTOM) {
       cfg->layout.pools = NULL;
-      if (cfg->layout.kind != WEFT_LAYOUT_CUSTOM) cfg->layout.num_pools = 0;
-    }
+      cfg->layout.num_pools = 0;
+    } /* else a custom list the probe refuses (none, or too many), as given */
   }
   weft_mm *probe; /* builds no page: validates the layout against this device */
   weft_status st = weft_mm_create(cfg, dev->storage, &dev->alloc, &probe);
   if (st) {
-    if (!dev->layout_pools) cfg->layout.num_pools = 0;
+    if (!dev->layout_pools) cfg->layout = (weft_layout){.kind = cfg->layout.kind};
     return st;
   }
   weft_mm_destroy(probe);

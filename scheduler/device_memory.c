@@ -102,13 +102,24 @@ static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size
     weft_memory_usage u = weft_mm_usage(dev->mms[i]);
     uint64_t lf = weft_mm_largest_free(dev->mms[i]);
     if (lf > largest) largest = lf;
+    /* free: what the held pages can still serve (not their padding, nor an
+     * exclusive page's room beyond its one allocation). */
     len += snprintf(snap + len, sizeof(snap) - (size_t)len,
                     "; stream %u: reserved %" PRIu64 ", in use %" PRIu64 ", free %" PRIu64, i,
-                    u.bytes_reserved, u.bytes_in_use,
-                    u.bytes_reserved - u.bytes_in_use - u.bytes_padding);
+                    u.bytes_reserved, u.bytes_in_use, weft_mm_free_bytes(dev->mms[i]));
   }
   if (len > 0 && (size_t)len < sizeof(snap))
-    snprintf(snap + len, sizeof(snap) - (size_t)len, "; largest free extent %" PRIu64, largest);
+    len +=
+        snprintf(snap + len, sizeof(snap) - (size_t)len, "; largest free extent %" PRIu64, largest);
+  if (len > 0 && (size_t)len < sizeof(snap)) {
+    uint64_t held = weft_storage_bytes_allocated(dev->storage);
+    if (dev->mm_config.device_bytes)
+      snprintf(snap + len, sizeof(snap) - (size_t)len,
+               "; storage holds %" PRIu64 " of %" PRIu64 " bytes", held,
+               dev->mm_config.device_bytes);
+    else
+      snprintf(snap + len, sizeof(snap) - (size_t)len, "; storage holds %" PRIu64 " bytes", held);
+  }
   /* The size a caller acts on is its request (the message says what the
    * storage was asked for). */
   weft_status out =
@@ -220,7 +231,9 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
     }
     weft_storage_flush(dev->storage);
     weft__dev_drain(dev);
-    if (weft_mm_relocate(dev->mms[slot], true)) refresh_addresses(dev);
+    uint64_t moved = weft_mm_relocate(dev->mms[slot], true);
+    if (moved) refresh_addresses(dev);
+    dev->stats.relocations += moved; /* explicit cleanups count, as the ladder's do */
     weft_mm_cleanup(dev->mms[slot]);
     return NULL;
   case MEM_INSTALL:

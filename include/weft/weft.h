@@ -560,7 +560,7 @@ typedef struct weft_device_stats {
   uint64_t streams_created;    /* pool slots brought to life */
   uint64_t reclaims;           /* reservations that went through the reclaim ladder */
   uint64_t reclaims_rescued;   /* ... and succeeded on the retry */
-  uint64_t relocations;        /* allocations moved off outdated pages */
+  uint64_t relocations;        /* allocations moved off outdated pages (ladder and cleanups) */
   uint64_t failures_live;      /* failures the error graph holds (0 when no buffer carries one) */
   uint64_t pending_peak;       /* most commands submitted and not yet retired at once */
   uint64_t backpressure_waits; /* times a client waited for the scheduler to catch up */

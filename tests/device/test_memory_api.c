@@ -756,6 +756,76 @@ Test(memory_api, dry_run_left_open_and_unmapped_pages_leak_nothing_at_close, .ti
   env_close(&e);
 }
 
+/* A buffer carved in a dry run whose page cannot be backed later (the first
+ * storage allocation fails): its read is StorageMappingFailed, sized as the
+ * buffer, not as its page. Released, it must give its slice back: the slice
+ * pointed at the freed buffer, the next cleanup or close wrote through it
+ * (ASan: heap-use-after-free), and without ASan its bytes stayed in use and
+ * later layout installs were refused. */
+static void open_unmappable(env *e, const weft_layout *layout) {
+  env_options(e);
+  e->opts.memory_layout = layout;
+  e->opts.failpoints = "alloc#1=OutOfMemory";
+  env_open(e);
+}
+
+Test(memory_api, a_buffer_whose_dry_run_page_fails_to_map_frees_its_slice_when_released,
+     .timeout = 60) {
+  const weft_pool_config pools[1] = {sliced_pool(64 * KiB, 0, 0)};
+  weft_layout layout = custom(pools, 1);
+  env e;
+  open_unmappable(&e, &layout);
+  /* c, d and b share one lazy page (slices 0, 1, 2); b's read maps it, and
+   * that first storage allocation fails. */
+  EXPECT_OK(weft_memory_dry_run(e.dev, true));
+  weft_buffer c = make_buffer(e.dev, 0, 64), d = make_buffer(e.dev, 0, 64);
+  weft_buffer b = make_buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_memory_dry_run(e.dev, false));
+  EXPECT_READ_ROOT(e.dev, 0, b, WEFT_ERR_STORAGE_MAPPING_FAILED);
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  EXPECT_OK(weft_buffer_release(e.dev, c));
+  EXPECT_OK(weft_buffer_release(e.dev, d));
+  /* The next reservation coalesces c's and d's slices and renumbers the
+   * slices after them: before the fix, b's stale owner among them (ASan:
+   * heap-use-after-free in renumber_from). */
+  weft_buffer f = make_buffer(e.dev, 0, 4096);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_memory_usage u = usage_of(e.dev);
+  cr_assert_eq(u.number_allocs, 1, "the released buffer's slice is still owned");
+  cr_assert_eq(u.bytes_in_use, 4096, "%" PRIu64 " bytes in use, 4096 expected", u.bytes_in_use);
+  EXPECT_OK(weft_buffer_release(e.dev, f));
+  EXPECT_OK(weft_memory_cleanup(e.dev, 0));
+  cr_assert_eq(usage_of(e.dev).bytes_reserved, 0, "the never-mapped page was not forgotten");
+  EXPECT_OK(weft_memory_install_layout(e.dev, 0, &layout));
+  /* The stream still works: a new buffer maps (the failpoint fired once). */
+  weft_buffer g = make_buffer(e.dev, 0, 4096);
+  write_pattern(e.dev, 0, g, 0, 4096, 7);
+  read_check(e.dev, 0, g, 0, 4096, 7, "a buffer after the failed mapping");
+  EXPECT_OK(weft_buffer_release(e.dev, g));
+  env_close(&e);
+}
+
+Test(memory_api, storage_mapping_failed_reports_the_buffer_size_not_the_page_size, .timeout = 60) {
+  const weft_pool_config pools[1] = {sliced_pool(16 * MiB, 0, 0)};
+  weft_layout layout = custom(pools, 1);
+  env e;
+  open_unmappable(&e, &layout);
+  EXPECT_OK(weft_memory_dry_run(e.dev, true));
+  weft_buffer b = make_buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_memory_dry_run(e.dev, false));
+  uint8_t byte;
+  weft_status st = weft_buffer_read(e.dev, 0, b, 0, &byte, 1);
+  weft_status root = weft_error_root(only_unwritten(st, __LINE__));
+  char text[4096];
+  weft_error_format(st, text, sizeof(text));
+  cr_assert_eq(weft_error_kind_of(root), WEFT_ERR_STORAGE_MAPPING_FAILED, "%s", text);
+  cr_assert_eq(weft_error_size(root), 64, "the size is the page's, not the buffer's: %s", text);
+  cr_assert_not_null(strstr(text, "16777216"), "the message should still name the page: %s", text);
+  weft_error_free(st);
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
 enum { PLAN_SMALL = 10, PLAN_PAGE = 64 * 1024 };
 
 /* The planned workload on stream 0: ten 20000-byte buffers (three per page),
@@ -857,6 +927,151 @@ Test(memory_api, dry_run_measure_then_cap_planning_cycle_through_the_api, .timeo
   for (uint32_t j = 0; j < 20000 / 4; j++) cr_assert_eq(host[j], j + 1u);
   EXPECT_OK(weft_buffer_release(e.dev, extra));
   for (size_t i = 0; i < nlive; i++) EXPECT_OK(weft_buffer_release(e.dev, live[i]));
+  env_close(&e);
+}
+
+Test(memory_api, a_layout_whose_sizes_overflow_the_alignment_is_refused_at_open_and_install,
+     .timeout = 60) {
+  /* page_size UINT64_MAX rounded to 0, then a division by it (SIGFPE). */
+  const weft_pool_config pools[1] = {sliced_pool(UINT64_MAX, 0, 64 * MiB)};
+  weft_layout bad = custom(pools, 1);
+  env e;
+  env_options(&e);
+  e.opts.memory_layout = &bad;
+  expect_open_fails(&e, WEFT_ERR_INVALID_ARGUMENT, "page_size UINT64_MAX at open");
+  e = env_new();
+  weft_buffer b = make_buffer(e.dev, 0, 100);
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  EXPECT_KIND(weft_memory_install_layout(e.dev, 0, &bad), WEFT_ERR_INVALID_ARGUMENT);
+  const weft_pool_config excl[1] = {{.kind = WEFT_POOL_EXCLUSIVE,
+                                     .max_alloc_size = UINT64_MAX - 1,
+                                     .dealloc_period = WEFT_NO_PERIOD,
+                                     .reclaim_at = WEFT_NO_CEILING}};
+  weft_layout wraps = custom(excl, 1);
+  EXPECT_KIND(weft_memory_install_layout(e.dev, 0, &wraps), WEFT_ERR_INVALID_ARGUMENT);
+  /* The old layout still serves. */
+  b = make_buffer(e.dev, 0, 4096);
+  write_pattern(e.dev, 0, b, 0, 4096, 3);
+  read_check(e.dev, 0, b, 0, 4096, 3, "after the refused installs");
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
+/* Errors that named what the caller never configured (issue 12, item 30). */
+static void expect_open_message(env *e, const char *needle, const char *what) {
+  weft_device *dev = NULL;
+  weft_status st = weft_device_open(&e->opts, &dev);
+  char text[1024];
+  weft_error_format(st, text, sizeof(text));
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT, "%s: got %s", what, text);
+  cr_assert_not_null(strstr(text, needle), "%s: '%s' does not say '%s'", what, text, needle);
+  weft_error_free(st);
+  cr_assert_null(dev);
+  weft_alloc_counts c = weft_counting_allocator_counts(e->ca);
+  cr_assert_eq(c.live_blocks, 0, "%s: the open leaked %" PRIu64 " blocks", what, c.live_blocks);
+  weft_counting_allocator_destroy(e->ca);
+}
+
+Test(memory_api, a_capacity_below_the_alignment_is_refused_naming_memory_capacity, .timeout = 60) {
+  const uint64_t caps[] = {1, 10, 63};
+  for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+    env e;
+    env_options(&e);
+    e.opts.memory_capacity = caps[i];
+    char needle[64];
+    snprintf(needle, sizeof needle, "memory_capacity %" PRIu64, caps[i]);
+    expect_open_message(&e, needle, needle);
+  }
+  env e; /* the alignment itself is enough for one buffer */
+  env_options(&e);
+  e.opts.memory_capacity = 64;
+  env_open(&e);
+  weft_buffer b = make_buffer(e.dev, 0, 64);
+  write_pattern(e.dev, 0, b, 0, 64, 5);
+  read_check(e.dev, 0, b, 0, 64, 5, "the one buffer a 64-byte device holds");
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
+Test(memory_api, a_layout_of_too_many_pools_is_refused_at_open_for_its_count, .timeout = 60) {
+  static weft_pool_config pools[300];
+  for (size_t i = 0; i < 300; i++) pools[i] = sliced_pool(64 * KiB, 0, 0);
+  weft_layout many = custom(pools, 300);
+  env e;
+  env_options(&e);
+  e.opts.memory_layout = &many;
+  expect_open_message(&e, "300 pools; a layout holds at most 254", "300 pools at open");
+  env_options(&e);
+  many.num_pools = 255;
+  e.opts.memory_layout = &many;
+  expect_open_message(&e, "255 pools; a layout holds at most 254", "255 pools at open");
+  env_options(&e);
+  many.num_pools = 254;
+  e.opts.memory_layout = &many;
+  env_open(&e);
+  env_close(&e);
+}
+
+/* On a 1 GiB device, two 200 MiB buffers reserved 1014 MiB (exclusive pages
+ * sized from half the pool's max) and a third failed with OutOfMemory while
+ * 600 MiB was unused, reporting "largest free extent 0" next to "free
+ * 644529472" (issue 12, item 29). */
+Test(memory_api, exclusive_pages_fit_their_requests_and_the_oom_snapshot_is_true, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.memory_capacity = 1024 * MiB;
+  env_open(&e);
+  weft_buffer b[3];
+  for (int i = 0; i < 3; i++) {
+    b[i] = make_buffer(e.dev, 0, 200 * MiB);
+    write_pattern(e.dev, 0, b[i], 0, 4096, (uint32_t)(60 + i));
+  }
+  for (int i = 0; i < 3; i++) read_check(e.dev, 0, b[i], 0, 4096, (uint32_t)(60 + i), "200 MiB");
+  weft_memory_usage u = usage_of(e.dev);
+  cr_assert_eq(u.bytes_reserved, 600 * MiB, "three 200 MiB buffers reserved %" PRIu64,
+               u.bytes_reserved);
+  /* 500 MiB more cannot fit: the snapshot's numbers are what is there. */
+  weft_buffer big = make_buffer(e.dev, 0, 500 * MiB);
+  char msg[2048];
+  expect_read_root(e.dev, 0, big, WEFT_ERR_OUT_OF_MEMORY, msg, sizeof(msg), __LINE__);
+  cr_assert_not_null(strstr(msg, "request 524288000 bytes"), "%s", msg);
+  cr_assert_not_null(strstr(msg, "reserved 629145600, in use 629145600, free 0"), "%s", msg);
+  cr_assert_not_null(strstr(msg, "largest free extent 0"), "%s", msg);
+  cr_assert_not_null(strstr(msg, "storage holds 629145600 of 1073741824 bytes"), "%s", msg);
+  EXPECT_OK(weft_buffer_release(e.dev, big));
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_buffer_release(e.dev, b[i]));
+  env_close(&e);
+}
+
+/* ---- relocation by an explicit cleanup ---------------------------------------------------------
+ */
+
+Test(memory_api, an_explicit_cleanup_counts_the_allocations_it_relocates, .timeout = 60) {
+  env e;
+  env_options(&e);
+  weft_layout adaptive = {.kind = WEFT_LAYOUT_ADAPTIVE};
+  e.opts.memory_layout = &adaptive;
+  env_open(&e);
+  /* 100 KiB (past the small pool's 64 KiB slices) lands on the arena's
+   * first 2 MiB page; 3 MiB grows the page to 4 MiB, outdating the first. */
+  weft_buffer a = make_buffer(e.dev, 0, 100 * KiB);
+  write_pattern(e.dev, 0, a, 0, 100 * KiB, 41);
+  weft_buffer big = make_buffer(e.dev, 0, 3 * MiB);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  uint64_t before = stats_of(e.dev).relocations;
+  EXPECT_OK(weft_memory_cleanup(e.dev, 0));
+  weft_pool_report r[MAX_REPORTS];
+  size_t n = report_of(e.dev, 0, r);
+  for (size_t i = 0; i < n; i++)
+    cr_assert(!r[i].outdated || r[i].usage.number_allocs == 0,
+              "an outdated pool still holds %" PRIu64 " allocations after the cleanup",
+              r[i].usage.number_allocs);
+  cr_assert_eq(stats_of(e.dev).relocations - before, 1,
+               "the cleanup moved a's allocation; stats.relocations counted %" PRIu64,
+               stats_of(e.dev).relocations - before);
+  read_check(e.dev, 0, a, 0, 100 * KiB, 41, "a after its relocation");
+  EXPECT_OK(weft_buffer_release(e.dev, a));
+  EXPECT_OK(weft_buffer_release(e.dev, big));
   env_close(&e);
 }
 

@@ -99,6 +99,40 @@ Test(layout, two_hundred_fifty_five_pools_are_invalid) {
   free(pools);
 }
 
+/* Sizes that wrap to 0 (or below the request) when rounded up to the
+ * alignment: a sliced page of UINT64_MAX divided by zero (SIGFPE) with a
+ * cap, and without one was accepted with a page of 0; an exclusive pool's
+ * max_alloc_size near UINT64_MAX was accepted as 0, so every buffer routed
+ * there failed later with BufferTooBig (issue 12, item 26). */
+Test(layout, sizes_that_overflow_when_rounded_to_the_alignment_are_invalid) {
+  const uint64_t huge[] = {UINT64_MAX, UINT64_MAX - 10, UINT64_MAX - 62};
+  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+    const weft_pool_config capped[] = {sliced_pool(huge[i], 0, GIB)};
+    expect_invalid_pools(capped, 1, "a huge page_size with a cap");
+    const weft_pool_config uncapped[] = {sliced_pool(huge[i], 0, 0)};
+    expect_invalid_pools(uncapped, 1, "a huge page_size");
+    const weft_pool_config slice[] = {sliced_pool(MIB, huge[i], 0)};
+    expect_invalid_pools(slice, 1, "a huge max_slice_size");
+    const weft_pool_config excl[] = {exclusive_pool(huge[i], WEFT_NO_PERIOD)};
+    expect_invalid_pools(excl, 1, "a huge max_alloc_size");
+  }
+  /* The message names the field and the value. */
+  const weft_pool_config excl[] = {sliced_pool(MIB, 0, 0), exclusive_pool(UINT64_MAX, 5000)};
+  weft_mm_config cfg = mm_config(custom_layout(excl, 2), GIB);
+  mm_env e;
+  env_storage(&e, 0);
+  weft_mm *out = NULL;
+  weft_status st = weft_mm_create(&cfg, e.storage, env_alloc(), &out);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  const char *msg = weft_error_message(st);
+  cr_assert_not_null(strstr(msg, "pool 1: max_alloc_size 18446744073709551615"), "%s", msg);
+  weft_error_free(st);
+  mm_close(&e);
+  /* The largest size that still rounds is fine. */
+  const weft_pool_config edge[] = {exclusive_pool(UINT64_MAX - 63, WEFT_NO_PERIOD)};
+  expect_valid_pools(edge, 1, "max_alloc_size UINT64_MAX - 63 rounds to a multiple of 64");
+}
+
 Test(layout, a_persistent_pool_in_a_layout_is_invalid) {
   weft_pool_config pools[] = {sliced_pool(4096, 0, 0)};
   pools[0].kind = WEFT_POOL_PERSISTENT;

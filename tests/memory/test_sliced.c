@@ -668,3 +668,54 @@ Test(sliced, a_full_measured_arena_spills_to_a_growable_tail) {
   weft_mm_free(e.mm, &off_plan);
   mm_close(&e);
 }
+
+/* ---- placement cost against live allocations (issue 12, item 18) -------------------------------
+ */
+
+enum { COST_LIVE = 40000, COST_CYCLES = 1000 };
+
+/* Slices read per reserve + free of |size| bytes, averaged over COST_CYCLES. */
+static double visits_per_cycle(weft_mm *mm, uint64_t size) {
+  uint64_t v0 = weft_mm_slice_visits(mm);
+  for (int i = 0; i < COST_CYCLES; i++) {
+    weft_mem m;
+    reserve_ok(mm, &m, size);
+    weft_mm_free(mm, &m);
+  }
+  return (double)(weft_mm_slice_visits(mm) - v0) / COST_CYCLES;
+}
+
+Test(sliced, a_reservation_reads_a_bounded_number_of_slices_however_many_are_live) {
+  /* 1 MiB pages of 64-byte slices: 40000 live allocations fill two pages
+   * and part of a third (16384 slices a page). */
+  const weft_pool_config pools[] = {sliced_pool(MIB, 0, 0)};
+  mm_env e;
+  mm_open(&e, pools, 1);
+  static weft_mem live[COST_LIVE];
+  for (int i = 0; i < COST_LIVE; i++) reserve_ok(e.mm, &live[i], 64);
+  cr_assert_eq(report_at(e.mm, 0).pages, 3);
+
+  /* Churn at the end of the live slices, same size and another size. */
+  double same = visits_per_cycle(e.mm, 64), other = visits_per_cycle(e.mm, 100);
+  cr_assert_leq(same, 16.0, "a 64 B reserve + free read %.1f slices with %d live", same, COST_LIVE);
+  cr_assert_leq(other, 16.0, "a 100 B reserve + free read %.1f slices with %d live", other,
+                COST_LIVE);
+
+  /* A hole in the first page: first fit still takes it, at the same cost. */
+  weft_mm_free(e.mm, &live[5]);
+  reserve_ok(e.mm, &live[5], 64);
+  cr_assert_eq(live[5].page, 0, "first fit takes the hole on the first page");
+  cr_assert_eq(live[5].slice, 5);
+  weft_mm_free(e.mm, &live[20000]); /* a hole on the second page */
+  double hole = visits_per_cycle(e.mm, 64);
+  cr_assert_leq(hole, 16.0, "reusing a hole read %.1f slices per cycle", hole);
+  reserve_ok(e.mm, &live[20000], 64);
+  cr_assert_eq(live[20000].page, 1, "the hole on the second page is refilled");
+  cr_assert_eq(live[20000].slice, 20000 - 16384);
+  EXPECT_USAGE(e.mm, COST_LIVE, COST_LIVE * 64, 0, 3 * MIB, "every live allocation is back");
+
+  for (int i = 0; i < COST_LIVE; i++) weft_mm_free(e.mm, &live[i]);
+  weft_mm_cleanup(e.mm);
+  EXPECT_USAGE(e.mm, 0, 0, 0, 0, "a cleanup returns every page");
+  mm_close(&e);
+}
