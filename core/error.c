@@ -30,6 +30,7 @@ struct weft_error {
   char **chain;   /* Unwritten: newest hop first */
   size_t chain_len;
   struct weft_error *root;
+  char *origin;                 /* Unwritten: the launch that failed, NULL when none did */
   struct weft_error *free_next; /* weft_error_free's work list, so freeing never recurses */
   void *frames[WEFT__ERROR_MAX_FRAMES];
 };
@@ -193,6 +194,7 @@ void weft_error_free(weft_status st) {
     free(e->chain);
     free(e->items);
     free(e->message);
+    free(e->origin);
     free(e);
   }
 }
@@ -246,6 +248,7 @@ static void free_parts(weft__error_parts *p) {
   if (p->chain)
     for (size_t i = 0; i < p->chain_len; i++) free(p->chain[i]);
   free(p->chain);
+  free(p->origin);
   memset(p, 0, sizeof(*p));
 }
 
@@ -284,6 +287,8 @@ weft_status weft__error_assemble(weft__error_parts *p, bool backtrace) {
     e->claimed = p->claimed;
     e->root = p->root;
     p->root = NULL;
+    e->origin = p->origin;
+    p->origin = NULL;
     if (p->chain) {
       size_t n = 0;
       for (size_t i = 0; i < p->chain_len; i++)
@@ -380,6 +385,11 @@ weft_status weft_error_several(weft_status *errors, size_t n) {
 
 weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
                                  const char *const *chain, size_t chain_len) {
+  return weft__error_unwritten(failure_id, claimed, root, chain, chain_len, NULL);
+}
+
+weft_status weft__error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
+                                  const char *const *chain, size_t chain_len, const char *origin) {
   if (!chain && chain_len > 0) {
     weft__error_parts bad = {.kind = WEFT_ERR_INVALID_ARGUMENT, .source = root};
     char text[96];
@@ -391,6 +401,7 @@ weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed, weft_sta
   }
   weft__error_parts p = {
       .kind = WEFT_ERR_UNWRITTEN, .failure_id = failure_id, .claimed = claimed, .root = root};
+  if (origin) p.origin = dup_string(origin); /* out of memory: the report names no launch */
   if (chain_len > 0 && (p.chain = calloc(chain_len, sizeof(*p.chain))) != NULL) {
     p.chain_len = chain_len;
     for (size_t i = 0; i < chain_len; i++) {
@@ -423,6 +434,7 @@ static weft_status clone_rec(const struct weft_error *e) {
   c->depth = e->depth;
   memcpy(c->frames, e->frames, sizeof(c->frames));
   if (e->message) c->message = dup_string(e->message);
+  if (e->origin) c->origin = dup_string(e->origin);
   c->source = clone_rec(e->source);
   c->root = clone_rec(e->root);
   if (e->count > 0 && (c->items = malloc(e->count * sizeof(*c->items))) != NULL) {
@@ -491,6 +503,10 @@ size_t weft_error_chain_length(weft_status st) {
 
 const char *weft_error_chain_at(weft_status st, size_t i) {
   return st && i < st->chain_len ? st->chain[i] : NULL;
+}
+
+const char *weft_error_origin(weft_status st) {
+  return st ? st->origin : NULL;
 }
 
 size_t weft_error_backtrace_depth(weft_status st) {
@@ -600,6 +616,10 @@ static void format_into(sink *s, const struct weft_error *e) {
       format_into(s, e->root);
     else
       put(s, "none");
+    if (e->origin) {
+      put(s, "; failed: ");
+      put(s, e->origin);
+    }
     for (size_t i = 0; i < e->chain_len; i++) {
       put(s, i == 0 ? "; chain: " : "; ");
       put(s, e->chain[i]);

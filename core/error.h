@@ -20,7 +20,7 @@
  *   message   every kind except TornDown and Skipped (optional)
  *   source    every kind except TornDown and Skipped (optional)
  *   errors    Several
- *   failure_id, claimed, chain, root    Unwritten
+ *   failure_id, claimed, chain, root, origin (optional)    Unwritten
  * A constructor given a field the kind lacks drops it (a dropped cause is
  * freed); accessors answer 0 / NULL / "" for fields a kind lacks. */
 #ifndef WEFT_CORE_ERROR_H
@@ -76,6 +76,7 @@ typedef struct weft__error_parts {
   char **chain; /* newest hop first; NULL entries are skipped */
   size_t chain_len;
   weft_status root;
+  char *origin; /* the launch that failed ("kernel 'NAME' (launch N)"); NULL: none */
 } weft__error_parts;
 
 /* Builds an error from |parts|, taking ownership of every part; the caller
@@ -84,6 +85,11 @@ typedef struct weft__error_parts {
  * object itself could not be allocated, every part freed by then; an invalid
  * kind also gives NULL. TornDown and Skipped give their singletons. */
 weft_status weft__error_assemble(weft__error_parts *parts, bool backtrace);
+
+/* As weft_error_unwritten, naming the launch that failed (|origin|, copied;
+ * NULL when the failure did not come from a launch). */
+weft_status weft__error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
+                                  const char *const *chain, size_t chain_len, const char *origin);
 
 /* The message as stored: NULL when the error has none (weft_error_message
  * answers "" for both), so that serialization tells them apart. */

@@ -2,8 +2,8 @@
  *
  * An error is an object holding its "kind" name and exactly the fields that
  * kind has, in this order: "size", "message" (only when set), "source" (only
- * when set), "errors", "failure_id", "claimed", "chain", "root" (null when
- * absent). Backtraces are not serialized; a parsed error has none.
+ * when set), "errors", "failure_id", "claimed", "chain", "origin" (only when
+ * set), "root" (null when absent). Backtraces are not serialized; a parsed error has none.
  *
  * Strings are written byte for byte except for '"', '\\' and control
  * characters, which are escaped; bytes above 0x7f pass through unchanged, so
@@ -150,7 +150,12 @@ static void jb_error(jbuf *b, weft_status st) {
       if (i) jb_put(b, ",");
       jb_string(b, weft_error_chain_at(st, i));
     }
-    jb_put(b, "],\"root\":");
+    jb_put(b, "]");
+    if (weft_error_origin(st)) {
+      jb_put(b, ",\"origin\":");
+      jb_string(b, weft_error_origin(st));
+    }
+    jb_put(b, ",\"root\":");
     jb_error(b, weft_error_root(st));
   }
   jb_put(b, "}");
@@ -479,6 +484,7 @@ enum {
   F_CLAIMED = 1u << 6,
   F_CHAIN = 1u << 7,
   F_ROOT = 1u << 8,
+  F_ORIGIN = 1u << 9,
 };
 
 static const struct field {
@@ -488,6 +494,7 @@ static const struct field {
     {"kind", F_KIND},       {"size", F_SIZE},     {"message", F_MESSAGE},
     {"source", F_SOURCE},   {"errors", F_ERRORS}, {"failure_id", F_FAILURE_ID},
     {"claimed", F_CLAIMED}, {"chain", F_CHAIN},   {"root", F_ROOT},
+    {"origin", F_ORIGIN},
 };
 
 /* The members |kind| must have and those it may have. */
@@ -498,7 +505,10 @@ static void kind_fields(weft_error_kind kind, unsigned *required, unsigned *allo
   *allowed |= F_MESSAGE | F_SOURCE;
   if (weft__error_kind_has_size(kind)) *required |= F_SIZE;
   if (kind == WEFT_ERR_SEVERAL) *required |= F_ERRORS;
-  if (kind == WEFT_ERR_UNWRITTEN) *required |= F_FAILURE_ID | F_CLAIMED | F_CHAIN | F_ROOT;
+  if (kind == WEFT_ERR_UNWRITTEN) {
+    *required |= F_FAILURE_ID | F_CLAIMED | F_CHAIN | F_ROOT;
+    *allowed |= F_ORIGIN;
+  }
   *allowed |= *required;
 }
 
@@ -536,6 +546,8 @@ static bool parse_member(parser *p, unsigned bit, weft__error_parts *parts) {
     return parse_chain(p, parts);
   case F_ROOT:
     return parse_error_or_null(p, &parts->root);
+  case F_ORIGIN:
+    return parse_string(p, &parts->origin);
   default:
     return fail(p, "unknown member");
   }

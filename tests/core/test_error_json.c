@@ -242,6 +242,35 @@ Test(error_json, nested_errors_round_trip) {
   ASSERT_NO_LEAKS();
 }
 
+Test(error_json, an_unwritten_origin_is_written_and_parsed_back) {
+  const char *chain[] = {"skipped kernel 'b' (launch 4): it needed buffer #2"};
+  weft_status st = weft__error_unwritten(3, 1, weft_error_make(WEFT_ERR_GENERIC, "root"), chain, 1,
+                                         "kernel 'a' (launch 3)");
+  assert_json_eq(st, "{\"kind\":\"Unwritten\",\"failure_id\":3,\"claimed\":1,\"chain\":[\"skipped "
+                     "kernel 'b' (launch 4): it needed buffer #2\"],\"origin\":\"kernel 'a' "
+                     "(launch 3)\",\"root\":{\"kind\":\"Generic\",\"message\":\"root\"}}");
+  assert_round_trip(st);
+  char *j = json(st);
+  weft_status back = NULL;
+  cr_assert_null(weft_error_from_json(j, &back));
+  cr_assert_str_eq(weft_error_origin(back), "kernel 'a' (launch 3)");
+  cr_assert_eq(weft_error_chain_length(back), 1);
+  weft_free(j);
+  weft_error_free(back);
+  weft_error_free(st);
+  /* Without an origin the member is absent, and it is refused on other kinds. */
+  st = weft_error_unwritten(3, 1, NULL, NULL, 0);
+  assert_json_eq(st, "{\"kind\":\"Unwritten\",\"failure_id\":3,\"claimed\":1,\"chain\":[],"
+                     "\"root\":null}");
+  weft_error_free(st);
+  weft_status err =
+      weft_error_from_json("{\"kind\":\"Generic\",\"origin\":\"kernel 'a' (launch 3)\"}", &back);
+  cr_assert_eq(weft_error_kind_of(err), WEFT_ERR_INVALID_ARGUMENT);
+  cr_assert_null(back);
+  weft_error_free(err);
+  ASSERT_NO_LEAKS();
+}
+
 Test(error_json, a_cause_chain_up_to_the_depth_limit_round_trips) {
   weft_status st = weft_error_make(WEFT_ERR_UNKNOWN, "bottom");
   for (int i = 1; i < WEFT__ERROR_JSON_MAX_DEPTH; i++)
