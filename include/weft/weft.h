@@ -127,7 +127,9 @@ WEFT_API bool weft_error_is_device_poisoned(weft_status st);
  * Several only when non-empty and every element is a refusal. */
 WEFT_API bool weft_error_is_refusal(weft_status st);
 /* JSON object of the error (backtrace excluded); free with weft_free. NULL st
- * gives "null". NULL only when memory runs out. */
+ * gives "null". NULL when memory runs out, or when the error nests deeper
+ * than weft_error_from_json accepts (64 levels of objects and arrays): what
+ * it writes always parses back. */
 WEFT_API char *weft_error_to_json(weft_status st);
 /* Parses what weft_error_to_json wrote. *out receives the error (NULL for
  * "null"); a malformed document returns InvalidArgument and leaves *out NULL. */
