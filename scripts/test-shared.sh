@@ -14,7 +14,7 @@ cd "$BUILD"
 # Every suite really runs on the shared library.
 for t in tests/test_*; do
   [ -x "$t" ] || continue
-  if ! ldd "./$t" | grep -q 'libweft\.so'; then
+  if ! ldd "./$t" | grep 'libweft\.so' >/dev/null; then
     echo "test-shared: $t is not linked to libweft.so" >&2
     exit 1
   fi
