@@ -30,7 +30,13 @@ struct weft_error {
   char **chain;   /* Unwritten: newest hop first */
   size_t chain_len;
   struct weft_error *root;
+  char *origin;                 /* Unwritten: the launch that failed, NULL when none did */
   struct weft_error *free_next; /* weft_error_free's work list, so freeing never recurses */
+  /* The error that owns this one and where (a WEFT__ROLE_*), so that every
+   * walk over the tree climbs back up instead of recursing. Static errors,
+   * which several parents may share, have none: they have no children. */
+  struct weft_error *parent;
+  size_t role;
   void *frames[WEFT__ERROR_MAX_FRAMES];
 };
 
@@ -193,6 +199,7 @@ void weft_error_free(weft_status st) {
     free(e->chain);
     free(e->items);
     free(e->message);
+    free(e->origin);
     free(e);
   }
 }
@@ -236,6 +243,13 @@ __attribute__((noinline)) static void capture_backtrace(struct weft_error *e) {
   memcpy(e->frames, raw + 1, (size_t)(n - 1) * sizeof(void *));
 }
 
+/* Records that |parent| owns |child| as its |role|. */
+static void adopt(struct weft_error *parent, struct weft_error *child, size_t role) {
+  if (!child || weft__error_is_static(child)) return;
+  child->parent = parent;
+  child->role = role;
+}
+
 static void free_parts(weft__error_parts *p) {
   free(p->message);
   weft_error_free(p->source);
@@ -246,6 +260,7 @@ static void free_parts(weft__error_parts *p) {
   if (p->chain)
     for (size_t i = 0; i < p->chain_len; i++) free(p->chain[i]);
   free(p->chain);
+  free(p->origin);
   memset(p, 0, sizeof(*p));
 }
 
@@ -284,6 +299,8 @@ weft_status weft__error_assemble(weft__error_parts *p, bool backtrace) {
     e->claimed = p->claimed;
     e->root = p->root;
     p->root = NULL;
+    e->origin = p->origin;
+    p->origin = NULL;
     if (p->chain) {
       size_t n = 0;
       for (size_t i = 0; i < p->chain_len; i++)
@@ -297,6 +314,9 @@ weft_status weft__error_assemble(weft__error_parts *p, bool backtrace) {
     }
   }
   free_parts(p); /* whatever the kind does not have */
+  adopt(e, e->source, WEFT__ROLE_SOURCE);
+  adopt(e, e->root, WEFT__ROLE_ROOT);
+  for (size_t i = 0; i < e->count; i++) adopt(e, e->items[i], WEFT__ROLE_ITEM0 + i);
   if (backtrace) capture_backtrace(e);
   return e;
 }
@@ -380,6 +400,11 @@ weft_status weft_error_several(weft_status *errors, size_t n) {
 
 weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
                                  const char *const *chain, size_t chain_len) {
+  return weft__error_unwritten(failure_id, claimed, root, chain, chain_len, NULL);
+}
+
+weft_status weft__error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
+                                  const char *const *chain, size_t chain_len, const char *origin) {
   if (!chain && chain_len > 0) {
     weft__error_parts bad = {.kind = WEFT_ERR_INVALID_ARGUMENT, .source = root};
     char text[96];
@@ -391,6 +416,7 @@ weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed, weft_sta
   }
   weft__error_parts p = {
       .kind = WEFT_ERR_UNWRITTEN, .failure_id = failure_id, .claimed = claimed, .root = root};
+  if (origin) p.origin = dup_string(origin); /* out of memory: the report names no launch */
   if (chain_len > 0 && (p.chain = calloc(chain_len, sizeof(*p.chain))) != NULL) {
     p.chain_len = chain_len;
     for (size_t i = 0; i < chain_len; i++) {
@@ -409,13 +435,124 @@ weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed, weft_sta
   return st ? st : weft__error_static(WEFT_ERR_UNWRITTEN);
 }
 
-/* Deep copy. Out of memory part-way gives a degraded copy (a static error of
- * the same kind where a node could not be allocated), never NULL. */
-static weft_status clone_rec(const struct weft_error *e) {
-  if (!e) return NULL;
-  if (e->flags & ERROR_FLAG_STATIC) return (weft_status)e;
+/* ---- walks ------------------------------------------------------------------------------ */
+
+static struct weft_error *child_of(struct weft_error *e, size_t role) {
+  if (role == WEFT__ROLE_ROOT) return e->root;
+  if (role == WEFT__ROLE_SOURCE) return e->source;
+  return e->items[role - WEFT__ROLE_ITEM0];
+}
+
+/* The children of |e| in walk order: root, items, source; or source, items,
+ * root. Index |i| of e->count + 2. */
+static size_t role_at(struct weft_error *e, size_t i, bool source_first) {
+  if (i == 0) return source_first ? WEFT__ROLE_SOURCE : WEFT__ROLE_ROOT;
+  if (i == e->count + 1) return source_first ? WEFT__ROLE_ROOT : WEFT__ROLE_SOURCE;
+  return WEFT__ROLE_ITEM0 + (i - 1);
+}
+
+static size_t index_of(struct weft_error *e, size_t role, bool source_first) {
+  if (role == WEFT__ROLE_ROOT) return source_first ? e->count + 1 : 0;
+  if (role == WEFT__ROLE_SOURCE) return source_first ? 0 : e->count + 1;
+  return 1 + (role - WEFT__ROLE_ITEM0);
+}
+
+/* A static error has no children: its slots are visited in place. */
+static void walk_static(const weft__error_walk_ops *ops, void *ctx, struct weft_error *e,
+                        struct weft_error *parent, size_t role) {
+  for (size_t i = 0; i < 2; i++) {
+    size_t r = role_at(e, i, ops->source_first);
+    if (ops->before) ops->before(ctx, e, r, NULL);
+    if (ops->after) ops->after(ctx, e, r, NULL);
+  }
+  if (ops->leave) ops->leave(ctx, e, parent, role);
+}
+
+/* Depth-first, in constant stack: down through the children, back up
+ * through the parent pointers. */
+void weft__error_walk(weft_status top, const weft__error_walk_ops *ops, void *ctx) {
+  if (!top) return;
+  if (ops->enter(ctx, top, NULL, 0) != WEFT__WALK_DESCEND) return;
+  if (weft__error_is_static(top)) {
+    walk_static(ops, ctx, top, NULL, 0);
+    return;
+  }
+  struct weft_error *e = top;
+  size_t i = 0;
+  for (;;) {
+    if (i < e->count + 2) {
+      size_t role = role_at(e, i, ops->source_first);
+      struct weft_error *c = child_of(e, role);
+      bool visit = ops->before ? ops->before(ctx, e, role, c) : true;
+      if (visit && c) {
+        weft__walk_step step = ops->enter(ctx, c, e, role);
+        if (step == WEFT__WALK_STOP) return;
+        if (step == WEFT__WALK_DESCEND) {
+          if (!weft__error_is_static(c)) {
+            e = c;
+            i = 0;
+            continue;
+          }
+          walk_static(ops, ctx, c, e, role);
+        }
+      }
+      if (ops->after) ops->after(ctx, e, role, c);
+      i++;
+      continue;
+    }
+    struct weft_error *parent = e == top ? NULL : e->parent;
+    if (ops->leave) ops->leave(ctx, e, parent, e->role);
+    if (!parent) return;
+    if (ops->after) ops->after(ctx, parent, e->role, e);
+    i = index_of(parent, e->role, ops->source_first) + 1;
+    e = parent;
+  }
+}
+
+/* ---- clone ------------------------------------------------------------------------------ */
+
+/* Deep copy, built top-down as the walk goes. Out of memory part-way gives
+ * a degraded copy (a static error of the same kind where a node could not
+ * be allocated, its subtree dropped), never NULL. */
+typedef struct clone_ctx {
+  struct weft_error *top, *at; /* the copy, and the copy of the error being walked */
+} clone_ctx;
+
+/* Hangs |c| under the copy of its parent; false when that copy has no room
+ * for it (its items array could not be allocated). */
+static bool clone_attach(clone_ctx *k, struct weft_error *c, size_t role) {
+  if (!k->at) {
+    k->top = c;
+    return true;
+  }
+  if (role == WEFT__ROLE_ROOT) {
+    k->at->root = c;
+  } else if (role == WEFT__ROLE_SOURCE) {
+    k->at->source = c;
+  } else {
+    if (role - WEFT__ROLE_ITEM0 >= k->at->count) return false;
+    k->at->items[role - WEFT__ROLE_ITEM0] = c;
+  }
+  adopt(k->at, c, role);
+  return true;
+}
+
+static weft__walk_step clone_enter(void *ctx, weft_status e, weft_status parent, size_t role) {
+  clone_ctx *k = ctx;
+  (void)parent;
+  if (e->flags & ERROR_FLAG_STATIC) {
+    clone_attach(k, e, role);
+    return WEFT__WALK_SKIP;
+  }
   struct weft_error *c = calloc(1, sizeof(*c));
-  if (!c) return weft__error_static(e->kind);
+  if (!c) {
+    clone_attach(k, weft__error_static(e->kind), role);
+    return WEFT__WALK_SKIP;
+  }
+  if (!clone_attach(k, c, role)) {
+    free(c);
+    return WEFT__WALK_SKIP;
+  }
   c->kind = e->kind;
   c->size = e->size;
   c->failure_id = e->failure_id;
@@ -423,23 +560,38 @@ static weft_status clone_rec(const struct weft_error *e) {
   c->depth = e->depth;
   memcpy(c->frames, e->frames, sizeof(c->frames));
   if (e->message) c->message = dup_string(e->message);
-  c->source = clone_rec(e->source);
-  c->root = clone_rec(e->root);
-  if (e->count > 0 && (c->items = malloc(e->count * sizeof(*c->items))) != NULL) {
-    c->count = e->count;
-    for (size_t i = 0; i < e->count; i++) c->items[i] = clone_rec(e->items[i]);
-  }
+  if (e->origin) c->origin = dup_string(e->origin);
+  if (e->count > 0 && (c->items = calloc(e->count, sizeof(*c->items))) != NULL) c->count = e->count;
   if (e->chain_len > 0 && (c->chain = malloc(e->chain_len * sizeof(*c->chain))) != NULL) {
     for (size_t i = 0; i < e->chain_len; i++) {
       if (!(c->chain[c->chain_len] = dup_string(e->chain[i]))) break;
       c->chain_len++;
     }
   }
-  return c;
+  k->at = c;
+  return WEFT__WALK_DESCEND;
+}
+
+static void clone_leave(void *ctx, weft_status e, weft_status parent, size_t role) {
+  clone_ctx *k = ctx;
+  (void)e, (void)parent, (void)role;
+  /* Items whose copy failed leave holes: close them up. */
+  size_t n = 0;
+  for (size_t i = 0; i < k->at->count; i++)
+    if (k->at->items[i]) {
+      k->at->items[n] = k->at->items[i];
+      adopt(k->at, k->at->items[n], WEFT__ROLE_ITEM0 + n);
+      n++;
+    }
+  k->at->count = n;
+  k->at = k->at->parent;
 }
 
 weft_status weft_error_clone(weft_status st) {
-  return clone_rec(st);
+  static const weft__error_walk_ops ops = {.enter = clone_enter, .leave = clone_leave};
+  clone_ctx k = {0};
+  weft__error_walk(st, &ops, &k);
+  return k.top;
 }
 
 /* ---- accessors ---------------------------------------------------------------------------- */
@@ -493,6 +645,10 @@ const char *weft_error_chain_at(weft_status st, size_t i) {
   return st && i < st->chain_len ? st->chain[i] : NULL;
 }
 
+const char *weft_error_origin(weft_status st) {
+  return st ? st->origin : NULL;
+}
+
 size_t weft_error_backtrace_depth(weft_status st) {
   return st ? st->depth : 0;
 }
@@ -504,32 +660,52 @@ bool weft_error_may_succeed_after_reclaim(weft_status st) {
   return k == WEFT_ERR_OUT_OF_MEMORY || k == WEFT_ERR_PAGE_SIZES_EXHAUSTED;
 }
 
+static weft__walk_step poisoned_enter(void *ctx, weft_status e, weft_status parent, size_t role) {
+  (void)parent, (void)role;
+  if (e->kind != WEFT_ERR_DEVICE_POISONED) return WEFT__WALK_DESCEND;
+  *(bool *)ctx = true;
+  return WEFT__WALK_STOP;
+}
+
 bool weft_error_is_device_poisoned(weft_status st) {
-  /* Loop down the cause chain; recurse only into roots and Several items. */
-  for (; st; st = st->source) {
-    if (st->kind == WEFT_ERR_DEVICE_POISONED) return true;
-    if (weft_error_is_device_poisoned(st->root)) return true;
-    for (size_t i = 0; i < st->count; i++)
-      if (weft_error_is_device_poisoned(st->items[i])) return true;
+  static const weft__error_walk_ops ops = {.enter = poisoned_enter};
+  bool found = false;
+  weft__error_walk(st, &ops, &found);
+  return found;
+}
+
+/* A refusal through Unwritten roots and Several items (never causes): every
+ * error reached must be a refusal kind, a Several with items or an
+ * Unwritten with a root. */
+static weft__walk_step refusal_enter(void *ctx, weft_status e, weft_status parent, size_t role) {
+  (void)parent, (void)role;
+  switch (e->kind) {
+  case WEFT_ERR_LAUNCH_COMPILATION:
+  case WEFT_ERR_LAUNCH_TOO_MANY_RESOURCES:
+    return WEFT__WALK_SKIP;
+  case WEFT_ERR_SEVERAL:
+    if (e->count > 0) return WEFT__WALK_DESCEND;
+    break;
+  case WEFT_ERR_UNWRITTEN:
+    if (e->root) return WEFT__WALK_DESCEND;
+    break;
+  default:
+    break;
   }
-  return false;
+  *(bool *)ctx = false;
+  return WEFT__WALK_STOP;
+}
+
+static bool refusal_before(void *ctx, weft_status parent, size_t role, weft_status child) {
+  (void)ctx, (void)parent, (void)child;
+  return role != WEFT__ROLE_SOURCE;
 }
 
 bool weft_error_is_refusal(weft_status st) {
-  while (st && st->kind == WEFT_ERR_UNWRITTEN) st = st->root;
-  if (!st) return false;
-  switch (st->kind) {
-  case WEFT_ERR_LAUNCH_COMPILATION:
-  case WEFT_ERR_LAUNCH_TOO_MANY_RESOURCES:
-    return true;
-  case WEFT_ERR_SEVERAL:
-    if (st->count == 0) return false;
-    for (size_t i = 0; i < st->count; i++)
-      if (!weft_error_is_refusal(st->items[i])) return false;
-    return true;
-  default:
-    return false;
-  }
+  static const weft__error_walk_ops ops = {.enter = refusal_enter, .before = refusal_before};
+  bool all = st != NULL;
+  weft__error_walk(st, &ops, &all);
+  return all;
 }
 
 /* ---- formatting --------------------------------------------------------------------------- */
@@ -564,7 +740,11 @@ static void sink_finish(sink *s) {
   if (s->cap > 0) s->buf[s->len < s->cap ? s->len : s->cap - 1] = '\0';
 }
 
-static void format_into(sink *s, const struct weft_error *e) {
+/* The one-line form, in walk order: the error itself, then for Unwritten
+ * its root, origin and chain, for Several its items, then its cause. */
+static weft__walk_step format_enter(void *ctx, weft_status e, weft_status parent, size_t role) {
+  sink *s = ctx;
+  (void)parent, (void)role;
   const struct kind_info *ki = &kinds[kind_in_enum(e->kind) ? e->kind : WEFT_ERR_INVALID_ARGUMENT];
   put(s, ki->name);
   switch (e->kind) {
@@ -594,26 +774,42 @@ static void format_into(sink *s, const struct weft_error *e) {
     put(s, ": ");
     put(s, e->message);
   }
-  if (e->kind == WEFT_ERR_UNWRITTEN) {
-    put(s, "; root: ");
-    if (e->root)
-      format_into(s, e->root);
-    else
-      put(s, "none");
+  return WEFT__WALK_DESCEND;
+}
+
+static bool format_before(void *ctx, weft_status e, size_t role, weft_status child) {
+  sink *s = ctx;
+  if (role == WEFT__ROLE_ROOT) {
+    if (e->kind == WEFT_ERR_UNWRITTEN) put(s, child ? "; root: " : "; root: none");
+  } else if (role == WEFT__ROLE_SOURCE) {
+    if (child) put(s, ": caused by: ");
+  } else {
+    put(s, role == WEFT__ROLE_ITEM0 ? ": [" : " [");
+  }
+  return true;
+}
+
+static void format_after(void *ctx, weft_status e, size_t role, weft_status child) {
+  sink *s = ctx;
+  (void)child;
+  if (role >= WEFT__ROLE_ITEM0) {
+    put(s, "]");
+  } else if (role == WEFT__ROLE_ROOT && e->kind == WEFT_ERR_UNWRITTEN) {
+    if (e->origin) {
+      put(s, "; failed: ");
+      put(s, e->origin);
+    }
     for (size_t i = 0; i < e->chain_len; i++) {
       put(s, i == 0 ? "; chain: " : "; ");
       put(s, e->chain[i]);
     }
   }
-  for (size_t i = 0; i < e->count; i++) {
-    put(s, i == 0 ? ": [" : " [");
-    format_into(s, e->items[i]);
-    put(s, "]");
-  }
-  if (e->source) {
-    put(s, ": caused by: ");
-    format_into(s, e->source);
-  }
+}
+
+static void format_into(sink *s, weft_status e) {
+  static const weft__error_walk_ops ops = {
+      .enter = format_enter, .before = format_before, .after = format_after};
+  weft__error_walk(e, &ops, s);
 }
 
 size_t weft_error_format(weft_status st, char *buf, size_t cap) {
@@ -628,10 +824,80 @@ size_t weft_error_format(weft_status st, char *buf, size_t cap) {
 
 /* One section per error of the tree (pre-order): a heading naming the error
  * and where it sits ("error", "error.source", "error.errors[1].root", ...),
- * then one symbolized frame per line. */
-static void backtrace_into(sink *s, const struct weft_error *e, const char *path) {
+ * then one symbolized frame per line. The path grows and shrinks with the
+ * walk; past PATH_SHOWN bytes a heading shows its tail and the depth. */
+#define PATH_SHOWN 240
+
+typedef struct backtrace_ctx {
+  sink *s;
+  char *path; /* libc; NUL-terminated, |len| bytes */
+  size_t len, cap;
+  size_t depth; /* errors above this one */
+  size_t lost;  /* segments not appended (out of memory), innermost first */
+} backtrace_ctx;
+
+static size_t segment(size_t role, char *buf, size_t cap) {
+  int n;
+  if (role == WEFT__ROLE_ROOT)
+    n = snprintf(buf, cap, ".root");
+  else if (role == WEFT__ROLE_SOURCE)
+    n = snprintf(buf, cap, ".source");
+  else
+    n = snprintf(buf, cap, ".errors[%zu]", role - WEFT__ROLE_ITEM0);
+  return n > 0 ? (size_t)n : 0;
+}
+
+static void path_push(backtrace_ctx *b, size_t role) {
+  char seg[40];
+  size_t n = segment(role, seg, sizeof(seg));
+  if (!b->lost && b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *p = realloc(b->path, cap);
+    if (p) {
+      b->path = p;
+      b->cap = cap;
+    }
+  }
+  if (b->lost || b->len + n + 1 > b->cap) {
+    b->lost++;
+    return;
+  }
+  memcpy(b->path + b->len, seg, n + 1);
+  b->len += n;
+}
+
+static void path_pop(backtrace_ctx *b, size_t role) {
+  if (b->lost) {
+    b->lost--;
+    return;
+  }
+  char seg[40];
+  b->len -= segment(role, seg, sizeof(seg));
+  b->path[b->len] = '\0';
+}
+
+static weft__walk_step backtrace_enter(void *ctx, weft_status e, weft_status parent, size_t role) {
+  backtrace_ctx *b = ctx;
+  sink *s = b->s;
+  if (parent) {
+    path_push(b, role);
+    b->depth++;
+  }
   put(s, "\nbacktrace of ");
-  put(s, path);
+  if (b->len <= PATH_SHOWN && !b->lost) {
+    put(s, b->path);
+  } else {
+    /* error…<the last segments> (depth N): the full path would make the
+     * report quadratic in the depth of the tree. */
+    const char *tail = b->path + b->len - (b->len < PATH_SHOWN ? b->len : PATH_SHOWN);
+    const char *dot = strchr(tail, '.');
+    put(s, "error\u2026");
+    put(s, dot ? dot : tail);
+    put(s, b->lost ? "\u2026 (depth " : " (depth ");
+    put_u64(s, b->depth);
+    put(s, ")");
+  }
   put(s, " (");
   put(s, weft_error_kind_name(e->kind));
   put(s, "):");
@@ -648,28 +914,38 @@ static void backtrace_into(sink *s, const struct weft_error *e, const char *path
       put(s, line);
     }
   }
-  free(symbols);
+  free(symbols); /* libc's, like every allocation here */
+  return WEFT__WALK_DESCEND;
+}
 
-  char child[256];
-  if (e->source) {
-    snprintf(child, sizeof(child), "%s.source", path);
-    backtrace_into(s, e->source, child);
+static void backtrace_leave(void *ctx, weft_status e, weft_status parent, size_t role) {
+  backtrace_ctx *b = ctx;
+  (void)e;
+  if (!parent) return;
+  path_pop(b, role);
+  b->depth--;
+}
+
+static void backtrace_into(sink *s, weft_status e) {
+  static const weft__error_walk_ops ops = {.enter = backtrace_enter, .leave = backtrace_leave};
+  backtrace_ctx b = {.s = s};
+  b.path = malloc(256);
+  if (b.path) {
+    b.cap = 256;
+    memcpy(b.path, "error", 6);
+    b.len = 5;
+  } else {
+    b.lost = 1; /* the heading then shows only the depth */
   }
-  if (e->root) {
-    snprintf(child, sizeof(child), "%s.root", path);
-    backtrace_into(s, e->root, child);
-  }
-  for (size_t i = 0; i < e->count; i++) {
-    snprintf(child, sizeof(child), "%s.errors[%zu]", path, i);
-    backtrace_into(s, e->items[i], child);
-  }
+  weft__error_walk(e, &ops, &b);
+  free(b.path);
 }
 
 size_t weft_error_format_backtrace(weft_status st, char *buf, size_t cap) {
   sink s = {buf, buf ? cap : 0, 0};
   if (st) {
     format_into(&s, st);
-    backtrace_into(&s, st, "error");
+    backtrace_into(&s, st);
   } else {
     put(&s, "Ok");
   }

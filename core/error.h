@@ -20,7 +20,7 @@
  *   message   every kind except TornDown and Skipped (optional)
  *   source    every kind except TornDown and Skipped (optional)
  *   errors    Several
- *   failure_id, claimed, chain, root    Unwritten
+ *   failure_id, claimed, chain, root, origin (optional)    Unwritten
  * A constructor given a field the kind lacks drops it (a dropped cause is
  * freed); accessors answer 0 / NULL / "" for fields a kind lacks. */
 #ifndef WEFT_CORE_ERROR_H
@@ -76,6 +76,7 @@ typedef struct weft__error_parts {
   char **chain; /* newest hop first; NULL entries are skipped */
   size_t chain_len;
   weft_status root;
+  char *origin; /* the launch that failed ("kernel 'NAME' (launch N)"); NULL: none */
 } weft__error_parts;
 
 /* Builds an error from |parts|, taking ownership of every part; the caller
@@ -84,6 +85,37 @@ typedef struct weft__error_parts {
  * object itself could not be allocated, every part freed by then; an invalid
  * kind also gives NULL. TornDown and Skipped give their singletons. */
 weft_status weft__error_assemble(weft__error_parts *parts, bool backtrace);
+
+/* As weft_error_unwritten, naming the launch that failed (|origin|, copied;
+ * NULL when the failure did not come from a launch). */
+weft_status weft__error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
+                                  const char *const *chain, size_t chain_len, const char *origin);
+
+/* Where an error sits in its parent. */
+#define WEFT__ROLE_ROOT   0u /* Unwritten's root */
+#define WEFT__ROLE_SOURCE 1u /* the cause */
+#define WEFT__ROLE_ITEM0  2u /* Several's item i is WEFT__ROLE_ITEM0 + i */
+
+typedef enum weft__walk_step {
+  WEFT__WALK_DESCEND, /* visit this error's children, then leave it */
+  WEFT__WALK_SKIP,    /* neither its children nor its leave */
+  WEFT__WALK_STOP,    /* end the walk now */
+} weft__walk_step;
+
+/* A depth-first walk over an error tree in constant stack (any depth, any
+ * shape): enter each error, then for each of its children in order, before
+ * (false: the child is not entered), the child's walk, after (called for
+ * absent children too, with NULL), then leave. |parent| is NULL and |role|
+ * 0 for the top. Children come root, items, source, or with |source_first|
+ * source, items, root. Only |enter| is required. */
+typedef struct weft__error_walk_ops {
+  bool source_first;
+  weft__walk_step (*enter)(void *ctx, weft_status e, weft_status parent, size_t role);
+  bool (*before)(void *ctx, weft_status parent, size_t role, weft_status child);
+  void (*after)(void *ctx, weft_status parent, size_t role, weft_status child);
+  void (*leave)(void *ctx, weft_status e, weft_status parent, size_t role);
+} weft__error_walk_ops;
+void weft__error_walk(weft_status top, const weft__error_walk_ops *ops, void *ctx);
 
 /* The message as stored: NULL when the error has none (weft_error_message
  * answers "" for both), so that serialization tells them apart. */

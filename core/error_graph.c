@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/error.h"
 
 #define TOMB   UINT64_MAX
 #define MAX_ID (UINT64_MAX - 1)
@@ -246,8 +247,8 @@ static void kernel_name(const weft_error_graph *g, uint32_t k, char *buf, size_t
 weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uint64_t memory) {
   const weft_graph_node *nd = find(g, id);
   if (!nd) return NULL;
-  char hops[WEFT_SKIP_KEEP + 2][384];
-  const char *chain[WEFT_SKIP_KEEP + 2];
+  char hops[WEFT_SKIP_KEEP + 1][384];
+  const char *chain[WEFT_SKIP_KEEP + 1];
   size_t n = 0;
   uint64_t target = memory;
   uint32_t upper = nd->skips ? nd->nskips : 0;
@@ -283,14 +284,13 @@ weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uin
     chain[n] = hops[n];
     n++;
   }
+  char origin[sizeof(name) + 40];
   if (nd->has_origin) {
     kernel_name(g, nd->origin_kernel, name, sizeof(name));
-    snprintf(hops[n], sizeof(hops[n]), "failed: kernel %s (launch %" PRIu64 ")", name,
-             nd->origin_launch);
-    chain[n] = hops[n];
-    n++;
+    snprintf(origin, sizeof(origin), "kernel %s (launch %" PRIu64 ")", name, nd->origin_launch);
   }
-  return weft_error_unwritten(id, nd->tagged, weft_error_clone(nd->error), chain, n);
+  return weft__error_unwritten(id, nd->tagged, weft_error_clone(nd->error), chain, n,
+                               nd->has_origin ? origin : NULL);
 }
 
 weft_status weft_graph_reports(const weft_error_graph *g, const weft_claim *claims, size_t n) {

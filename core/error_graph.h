@@ -15,7 +15,7 @@
 #include <weft/weft.h>
 
 #define WEFT_SKIP_KEEP     16 /* skip records kept per failure: those of the newest launches */
-#define WEFT_SKIP_PRODUCED 8  /* produced ids kept inline per record */
+#define WEFT_SKIP_PRODUCED WEFT_MAX_BINDINGS /* every written id of a launch, inline */
 
 typedef uint64_t weft_failure_id; /* 0: none */
 
@@ -23,7 +23,7 @@ typedef struct weft_skip_record {
   uint32_t kernel;    /* kernel index on its device */
   uint64_t launch;    /* launch number (1-based) */
   uint64_t needed;    /* memory id of the input that carried the failure */
-  uint32_t nproduced; /* total written ids (only the first WEFT_SKIP_PRODUCED kept) */
+  uint32_t nproduced; /* written ids (a launch has at most WEFT_SKIP_PRODUCED) */
   uint64_t produced[WEFT_SKIP_PRODUCED];
 } weft_skip_record;
 

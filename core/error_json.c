@@ -2,8 +2,8 @@
  *
  * An error is an object holding its "kind" name and exactly the fields that
  * kind has, in this order: "size", "message" (only when set), "source" (only
- * when set), "errors", "failure_id", "claimed", "chain", "root" (null when
- * absent). Backtraces are not serialized; a parsed error has none.
+ * when set), "errors", "failure_id", "claimed", "chain", "origin" (only when
+ * set), "root" (null when absent). Backtraces are not serialized; a parsed error has none.
  *
  * Strings are written byte for byte except for '"', '\\' and control
  * characters, which are escaped; bytes above 0x7f pass through unchanged, so
@@ -14,7 +14,9 @@
  * the kind does not have, a missing one, wrong types, signs, fractions and
  * exponents, integers that overflow their field, \u0000 (C strings cannot
  * hold it), nesting deeper than WEFT__ERROR_JSON_MAX_DEPTH and trailing
- * bytes. */
+ * bytes. The writer refuses (NULL) an error nesting deeper than that limit,
+ * so that everything it writes parses back; both sides use bounded stack
+ * (the writer walks iteratively, the parser recurses at most that deep). */
 #include "core/error.h"
 
 #include <inttypes.h>
@@ -111,12 +113,32 @@ static void jb_string(jbuf *b, const char *s) {
   jb_put(b, "\"");
 }
 
-static void jb_error(jbuf *b, weft_status st) {
-  if (!st) {
-    jb_put(b, "null");
-    return;
-  }
+/* The writer walks the tree (core/error.c, constant stack) in member order:
+ * the error's own fields, its source, its items, then Unwritten's fields and
+ * root. It refuses what the parser would: nesting deeper than
+ * WEFT__ERROR_JSON_MAX_DEPTH, counted as the parser counts (each object and
+ * each array one level). */
+typedef struct jwriter {
+  jbuf b;
+  size_t depth; /* of the object being written */
+  bool too_deep;
+} jwriter;
+
+static size_t json_step(weft_status parent, size_t role) {
+  return !parent ? 0 : role >= WEFT__ROLE_ITEM0 ? 2 : 1; /* items sit inside "errors":[] */
+}
+
+static weft__walk_step jw_enter(void *ctx, weft_status st, weft_status parent, size_t role) {
+  jwriter *w = ctx;
+  jbuf *b = &w->b;
   weft_error_kind kind = weft_error_kind_of(st);
+  size_t depth = parent ? w->depth + json_step(parent, role) : 1;
+  bool array = kind == WEFT_ERR_SEVERAL || kind == WEFT_ERR_UNWRITTEN;
+  if (depth + (array ? 1 : 0) > WEFT__ERROR_JSON_MAX_DEPTH) {
+    w->too_deep = true;
+    return WEFT__WALK_STOP;
+  }
+  w->depth = depth;
   jb_put(b, "{\"kind\":");
   jb_string(b, weft_error_kind_name(kind));
   if (weft__error_kind_has_size(kind)) {
@@ -128,19 +150,19 @@ static void jb_error(jbuf *b, weft_status st) {
     jb_put(b, ",\"message\":");
     jb_string(b, message);
   }
-  if (weft_error_source(st)) {
-    jb_put(b, ",\"source\":");
-    jb_error(b, weft_error_source(st));
-  }
-  if (kind == WEFT_ERR_SEVERAL) {
-    jb_put(b, ",\"errors\":[");
-    for (size_t i = 0; i < weft_error_count(st); i++) {
-      if (i) jb_put(b, ",");
-      jb_error(b, weft_error_at(st, i));
-    }
-    jb_put(b, "]");
-  }
-  if (kind == WEFT_ERR_UNWRITTEN) {
+  return WEFT__WALK_DESCEND;
+}
+
+static bool jw_before(void *ctx, weft_status st, size_t role, weft_status child) {
+  jbuf *b = &((jwriter *)ctx)->b;
+  weft_error_kind kind = weft_error_kind_of(st);
+  if (role == WEFT__ROLE_SOURCE) {
+    if (child) jb_put(b, ",\"source\":");
+  } else if (role >= WEFT__ROLE_ITEM0) {
+    jb_put(b, role == WEFT__ROLE_ITEM0 ? ",\"errors\":[" : ",");
+  } else if (kind == WEFT_ERR_SEVERAL) { /* the root slot comes last: close the items */
+    jb_put(b, weft_error_count(st) == 0 ? ",\"errors\":[]" : "]");
+  } else if (kind == WEFT_ERR_UNWRITTEN) {
     jb_put(b, ",\"failure_id\":");
     jb_u64(b, weft_error_failure_id(st));
     jb_put(b, ",\"claimed\":");
@@ -150,20 +172,36 @@ static void jb_error(jbuf *b, weft_status st) {
       if (i) jb_put(b, ",");
       jb_string(b, weft_error_chain_at(st, i));
     }
-    jb_put(b, "],\"root\":");
-    jb_error(b, weft_error_root(st));
+    jb_put(b, "]");
+    if (weft_error_origin(st)) {
+      jb_put(b, ",\"origin\":");
+      jb_string(b, weft_error_origin(st));
+    }
+    jb_put(b, child ? ",\"root\":" : ",\"root\":null");
   }
-  jb_put(b, "}");
+  return true;
+}
+
+static void jw_leave(void *ctx, weft_status st, weft_status parent, size_t role) {
+  jwriter *w = ctx;
+  (void)st;
+  jb_put(&w->b, "}");
+  w->depth -= json_step(parent, role);
 }
 
 char *weft_error_to_json(weft_status st) {
-  jbuf b = {0};
-  jb_error(&b, st);
-  if (b.failed) {
-    free(b.data);
+  static const weft__error_walk_ops ops = {
+      .source_first = true, .enter = jw_enter, .before = jw_before, .leave = jw_leave};
+  jwriter w = {0};
+  if (st)
+    weft__error_walk(st, &ops, &w);
+  else
+    jb_put(&w.b, "null");
+  if (w.b.failed || w.too_deep) {
+    free(w.b.data);
     return NULL;
   }
-  return b.data;
+  return w.b.data;
 }
 
 /* ---- parser ------------------------------------------------------------------------------- */
@@ -479,6 +517,7 @@ enum {
   F_CLAIMED = 1u << 6,
   F_CHAIN = 1u << 7,
   F_ROOT = 1u << 8,
+  F_ORIGIN = 1u << 9,
 };
 
 static const struct field {
@@ -488,6 +527,7 @@ static const struct field {
     {"kind", F_KIND},       {"size", F_SIZE},     {"message", F_MESSAGE},
     {"source", F_SOURCE},   {"errors", F_ERRORS}, {"failure_id", F_FAILURE_ID},
     {"claimed", F_CLAIMED}, {"chain", F_CHAIN},   {"root", F_ROOT},
+    {"origin", F_ORIGIN},
 };
 
 /* The members |kind| must have and those it may have. */
@@ -498,7 +538,10 @@ static void kind_fields(weft_error_kind kind, unsigned *required, unsigned *allo
   *allowed |= F_MESSAGE | F_SOURCE;
   if (weft__error_kind_has_size(kind)) *required |= F_SIZE;
   if (kind == WEFT_ERR_SEVERAL) *required |= F_ERRORS;
-  if (kind == WEFT_ERR_UNWRITTEN) *required |= F_FAILURE_ID | F_CLAIMED | F_CHAIN | F_ROOT;
+  if (kind == WEFT_ERR_UNWRITTEN) {
+    *required |= F_FAILURE_ID | F_CLAIMED | F_CHAIN | F_ROOT;
+    *allowed |= F_ORIGIN;
+  }
   *allowed |= *required;
 }
 
@@ -536,6 +579,8 @@ static bool parse_member(parser *p, unsigned bit, weft__error_parts *parts) {
     return parse_chain(p, parts);
   case F_ROOT:
     return parse_error_or_null(p, &parts->root);
+  case F_ORIGIN:
+    return parse_string(p, &parts->origin);
   default:
     return fail(p, "unknown member");
   }

@@ -70,6 +70,7 @@ static void print_failure(const char *what, weft_status st) {
     printf("    failure #%llu, claimed by %u buffer(s)\n",
            (unsigned long long)weft_error_failure_id(u), (unsigned)weft_error_claimed(u));
     printf("    root cause: %s\n", buf);
+    if (weft_error_origin(u)) printf("    failed: %s\n", weft_error_origin(u));
     for (size_t h = 0; h < weft_error_chain_length(u); h++)
       printf("    %s %s\n", h == 0 ? "chain:" : "      ", weft_error_chain_at(u, h));
   }

@@ -73,7 +73,8 @@ static inline weft_status weft_storage_copy(weft_storage *s, const weft_storage_
 /* Failpoint: the |n|th allocation from now (1-based) fails with |kind|; 0 disarms. */
 void weft_storage_host_fail_at(weft_storage *s, uint64_t n, weft_error_kind kind);
 /* Failpoint: allocation call number |n| (absolute, 1-based since creation)
- * fails with |kind|. At most 16 are kept; false when full. */
+ * fails with |kind|. At most 16 are kept; false when full. |n| == 0 clears
+ * every one set this way. */
 bool weft_storage_host_fail_call(weft_storage *s, uint64_t n, weft_error_kind kind);
 /* The number of alloc calls this storage has served or refused. */
 uint64_t weft_storage_host_alloc_calls(const weft_storage *s);

@@ -181,6 +181,7 @@ static void cmd_submit(weft_device *dev, cmd *c) {
 }
 
 static weft_status install_failpoints(weft_device *dev, const char *spec);
+static weft_status clear_failpoints(weft_device *dev);
 
 static weft_status oom(size_t bytes, const char *what) {
   return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for %s", what);
@@ -531,6 +532,15 @@ static weft_status run_host_kernel(weft_device *dev, cmd *c) {
         ctx.block_idx[0] = x, ctx.block_idx[1] = y, ctx.block_idx[2] = z;
         err = k->fn(&ctx, k->user);
       }
+  /* The kinds weft reports about other failures would make this launch's
+   * report contradict itself ("root: Skipped"): such a return is the
+   * launch's own failure. */
+  weft_error_kind kind = weft_error_kind_of(err);
+  if (kind == WEFT_ERR_TORN_DOWN || kind == WEFT_ERR_SKIPPED || kind == WEFT_ERR_UNWRITTEN ||
+      kind == WEFT_ERR_SEVERAL)
+    err = weft_error_wrap(WEFT_ERR_GENERIC, 0, err,
+                          "kernel '%s' returned %s, a kind only weft itself reports", k->name,
+                          weft_error_kind_name(kind));
   return err;
 }
 
@@ -1079,7 +1089,9 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     weft__cmd_free(c);
     break;
   case CMD_FAILPOINTS:
-    weft__token_complete(c->token, install_failpoints(dev, c->data));
+    weft__token_complete(c->token, weft_failpoints_spec_is_empty(c->data)
+                                       ? clear_failpoints(dev)
+                                       : install_failpoints(dev, c->data));
     weft__cmd_free(c);
     break;
   case CMD_CAPTURE:
@@ -1373,6 +1385,25 @@ static weft_status install_failpoints(weft_device *dev, const char *spec) {
   return NULL;
 }
 
+/* Every failpoint goes, wherever it came from (options, environment, API). */
+static weft_status clear_failpoints(weft_device *dev) {
+  memset(&dev->failpoints, 0, sizeof(dev->failpoints));
+  if (dev->gpu)
+    weft__gpu_fail_call(dev, 0, WEFT_OK);
+  else
+    weft_storage_host_fail_call(dev->storage, 0, WEFT_OK);
+  return NULL;
+}
+
+/* A spec refused at open says where it came from. */
+static weft_status failpoints_from(weft_status st, const char *where) {
+  if (!st) return NULL;
+  weft_status named =
+      weft_error_make(weft_error_kind_of(st), "%s: %s", where, weft_error_message(st));
+  weft_error_free(st);
+  return named;
+}
+
 weft_status weft_device_open(const weft_device_options *opts, weft_device **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
@@ -1416,8 +1447,10 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   weft_failures_init(&dev->failures, &dev->alloc);
   dev->failures.graph.namer =
       (weft_graph_namer){.kernel = kernel_name, .memory = memory_name, .ctx = dev};
-  if (!st) st = install_failpoints(dev, o.failpoints);
-  if (!st) st = install_failpoints(dev, getenv("WEFT_FAILPOINTS"));
+  if (!st) st = failpoints_from(install_failpoints(dev, o.failpoints), "options.failpoints");
+  if (!st)
+    st = failpoints_from(install_failpoints(dev, getenv("WEFT_FAILPOINTS")),
+                         "the WEFT_FAILPOINTS environment variable");
   if (!st) {
     int rc = pthread_create(&dev->thread, NULL, scheduler_main, dev);
     if (rc != 0)
@@ -1887,7 +1920,7 @@ weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn,
 weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
   weft_status st = check_blocking(dev);
   if (st) return st;
-  if (!spec) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "spec is NULL");
+  if (!spec) spec = ""; /* clears, as an empty spec does */
   size_t len = strlen(spec);
   cmd *c = weft__cmd_new(dev, CMD_FAILPOINTS, len + 1);
   if (!c) return oom(len + 1, "a failpoints command");

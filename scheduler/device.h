@@ -270,6 +270,7 @@ void weft__gpu_enter(weft_device *dev);
  * is destroyed first, by the caller). */
 void weft__gpu_close(weft_device *dev);
 weft_status weft__gpu_stream_create(weft_device *dev, uint32_t slot, weft_stream **out);
+/* As weft_storage_cuda_fail_call (|n| == 0 clears). */
 bool weft__gpu_fail_call(weft_device *dev, uint64_t n, weft_error_kind kind);
 /* The largest allocation the device could ever hold. */
 uint64_t weft__gpu_capacity(weft_device *dev);

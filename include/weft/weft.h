@@ -114,6 +114,9 @@ WEFT_API uint32_t weft_error_claimed(weft_status st);         /* Unwritten: buff
 WEFT_API weft_status weft_error_root(weft_status st);         /* Unwritten: borrowed root */
 WEFT_API size_t weft_error_chain_length(weft_status st);      /* Unwritten: hops, newest first */
 WEFT_API const char *weft_error_chain_at(weft_status st, size_t i);
+/* Unwritten: the launch that failed, "kernel 'NAME' (launch N)" (borrowed);
+ * NULL when the failure came from no launch (a failed reservation). */
+WEFT_API const char *weft_error_origin(weft_status st);
 /* Number of raw frames captured (0 for static fallbacks and parsed errors). */
 WEFT_API size_t weft_error_backtrace_depth(weft_status st);
 /* true: OutOfMemory, PageSizesExhausted (reclaim may help). */
@@ -124,7 +127,9 @@ WEFT_API bool weft_error_is_device_poisoned(weft_status st);
  * Several only when non-empty and every element is a refusal. */
 WEFT_API bool weft_error_is_refusal(weft_status st);
 /* JSON object of the error (backtrace excluded); free with weft_free. NULL st
- * gives "null". NULL only when memory runs out. */
+ * gives "null". NULL when memory runs out, or when the error nests deeper
+ * than weft_error_from_json accepts (64 levels of objects and arrays): what
+ * it writes always parses back. */
 WEFT_API char *weft_error_to_json(weft_status st);
 /* Parses what weft_error_to_json wrote. *out receives the error (NULL for
  * "null"); a malformed document returns InvalidArgument and leaves *out NULL. */
@@ -456,10 +461,14 @@ WEFT_API weft_status weft_device_set_poison_callback(weft_device *dev, weft_pois
  * entries of each form. A launch matching both a launch# and a kernel: entry
  * fails with the launch# entry's kind; one whose input already carries a
  * failure is skipped instead, as usual. Open reads options.failpoints, then
- * WEFT_FAILPOINTS. */
-/* Adds failpoints (the WEFT_FAILPOINTS syntax: "alloc#N=KIND;launch#K=KIND;
- * kernel:NAME=KIND;poison#K"), counted from the device's open. A malformed
- * spec is InvalidArgument naming the bad entry and changes nothing. */
+ * WEFT_FAILPOINTS.
+ *
+ * weft_device_set_failpoints adds failpoints in that syntax, counted from the
+ * device's open. A malformed
+ * spec is InvalidArgument naming the bad entry and changes nothing. KIND may
+ * not be TornDown, Skipped, Unwritten or Several (weft reports those). NULL
+ * or a spec with no entry ("") clears every failpoint the device has, those
+ * of the options and of WEFT_FAILPOINTS included. */
 WEFT_API weft_status weft_device_set_failpoints(weft_device *dev, const char *spec);
 /* The device's poison (a clone the caller frees), or NULL if it is healthy. */
 WEFT_API weft_status weft_device_poisoned(weft_device *dev);

@@ -44,7 +44,8 @@ void weft_storage_cuda_set_poison(weft_storage *s, weft_cuda_poison *poison);
  * without calling the driver; 0 disarms. */
 void weft_storage_cuda_fail_at(weft_storage *s, uint64_t n, weft_error_kind kind);
 /* Failpoint: allocation call number |n| (absolute, 1-based since creation)
- * fails with |kind|. At most 16 are kept; false when full. */
+ * fails with |kind|. At most 16 are kept; false when full. |n| == 0 clears
+ * every one set this way. */
 bool weft_storage_cuda_fail_call(weft_storage *s, uint64_t n, weft_error_kind kind);
 /* Caps the bytes the storage may hand out below the device's total (0: no
  * cap): a single request above the cap is BufferTooBig. */

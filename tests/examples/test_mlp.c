@@ -602,8 +602,9 @@ static void expect_chain(weft_status u, const char *const *kernels, size_t n, in
     cr_assert_lt(at, len, "line %d: the chain lacks %s (after hop %zu)", line, want, i);
     at++;
   }
-  cr_assert_not_null(strstr(weft_error_chain_at(u, len - 1), "failed: kernel 'fwd.check_finite'"),
-                     "line %d: the oldest hop is '%s'", line, weft_error_chain_at(u, len - 1));
+  const char *origin = weft_error_origin(u);
+  cr_assert(origin && strstr(origin, "kernel 'fwd.check_finite'"), "line %d: the origin is '%s'",
+            line, origin ? origin : "(none)");
 }
 
 static weft_status unwritten_of(weft_status st, int line) {
@@ -644,7 +645,7 @@ Test(failure, an_injected_failure_taints_the_step_and_spares_the_evaluation_bran
   uint64_t id = weft_error_failure_id(u);
   static const char *const loss_chain[] = {"loss.mean", "fwd.softmax_xent"};
   expect_chain(u, loss_chain, 2, __LINE__);
-  cr_assert_eq(weft_error_chain_length(u), 3);
+  cr_assert_eq(weft_error_chain_length(u), 2);
   weft_error_free(st);
   st = mlp_accuracy(m, &acc);
   u = unwritten_of(st, __LINE__);
@@ -661,7 +662,7 @@ Test(failure, an_injected_failure_taints_the_step_and_spares_the_evaluation_bran
                                          "bwd1.relu_grad", "bwd1.matmul_nt_da1",
                                          "bwd2.xent_grad", "fwd.softmax_xent"};
   expect_chain(u, w1_chain, 6, __LINE__);
-  cr_assert_eq(weft_error_chain_length(u), 7);
+  cr_assert_eq(weft_error_chain_length(u), 6);
   weft_error_free(st);
   /* b2 went through the layer-2 bias gradient on another stream. */
   float b2[4];
