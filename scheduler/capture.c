@@ -440,7 +440,8 @@ void weft__capture_close_all(weft_device *dev) {
 static weft_status call(weft_capture *cap, int op) {
   if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
   weft_device *dev = cap->dev;
-  weft_status st = weft__check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_blocking(dev, &in);
   if (st) return st;
   cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
   if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a capture command");
@@ -457,7 +458,8 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
                                  weft_capture **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
-  weft_status st = weft__check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_blocking(dev, &in);
   if (st) return st;
   if (n == 0) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "a capture needs a stream");
   if (!streams) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "streams is NULL");
@@ -493,7 +495,8 @@ static bool instance_free(void *arg) {
 weft_status weft_capture_replay(weft_capture *cap) {
   if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
   weft_device *dev = cap->dev;
-  weft_status st = weft__check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
   if (st) return st;
   uint32_t s = state_of(cap);
   if (s != WEFT_CAPTURE_READY) return out_of_order("replay", s, "after a successful end");
@@ -521,7 +524,12 @@ void weft_capture_destroy(weft_capture *cap) {
   weft_device *dev = cap->dev;
   /* Destroy cannot fail: even a poisoned device's scheduler takes it. A
    * device being closed frees its captures itself. */
-  if (atomic_load_explicit(&dev->closing, memory_order_acquire)) return;
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_open(dev, &in);
+  if (st) {
+    weft_error_free(st);
+    return;
+  }
   cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
   if (!c) return; /* close frees it */
   weft_token tok;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/alloc.h"
 
@@ -188,34 +189,84 @@ static weft_status oom(size_t bytes, const char *what) {
 
 /* ---- argument checks (client side) ---------------------------------------------------------- */
 
-weft_status weft__check_device(weft_device *dev);
-weft_status weft__check_blocking(weft_device *dev);
+/* ---- callers inside (see weft__enter in device.h) ---- */
 
-static weft_status check_device(weft_device *dev) {
+static _Atomic uint32_t caller_shards = 0;
+static _Thread_local uint32_t caller_shard = 0; /* this thread's line + 1; 0: none yet */
+
+/* Counts the caller in unless the device is closing (the poisoned state is
+ * the caller's to check). */
+static inline weft_status enter_open(weft_device *dev, weft_inside *in) {
+  in->dev = NULL;
   if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
-  if (atomic_load_explicit(&dev->closing, memory_order_acquire))
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closed");
-  if (atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1)
-    return weft_error_clone(dev->poison_error);
+  uint32_t s = caller_shard;
+  if (!s)
+    s = caller_shard =
+        atomic_fetch_add_explicit(&caller_shards, 1, memory_order_relaxed) % WEFT_CALLER_SHARDS + 1;
+  /* seq_cst increment, then seq_cst load of |closing|, against close's store
+   * of |closing|, then loads of the counts: either close sees this caller
+   * or this caller sees close. */
+  atomic_fetch_add_explicit(&dev->callers[s - 1].n, 1, memory_order_seq_cst);
+  in->shard = s - 1;
+  in->dev = dev;
+  if (atomic_load_explicit(&dev->closing, memory_order_seq_cst))
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closing");
   return NULL;
+}
+
+static inline weft_status enter(weft_device *dev, weft_inside *in) {
+  weft_status st = enter_open(dev, in);
+  if (!st && atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1)
+    st = weft_error_clone(dev->poison_error);
+  return st;
+}
+
+/* The caller's last touch of the device: close may free it right after. */
+void weft__leave(weft_inside *in) {
+  if (in->dev) atomic_fetch_sub_explicit(&in->dev->callers[in->shard].n, 1, memory_order_release);
+  in->dev = NULL;
 }
 
 /* A blocking call made on the device's scheduler thread (from a reclaim
  * callback) would wait for itself. */
-static weft_status check_blocking(weft_device *dev) {
-  weft_status st = check_device(dev);
+static weft_status enter_blocking(weft_device *dev, weft_inside *in) {
+  weft_status st = enter(dev, in);
   if (!st && weft__dev_scheduling() == dev)
     st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                          "a blocking call from the device's own scheduler thread would deadlock");
   return st;
 }
 
-weft_status weft__check_device(weft_device *dev) {
-  return check_device(dev);
+weft_status weft__enter(weft_device *dev, weft_inside *in) {
+  return enter(dev, in);
 }
 
-weft_status weft__check_blocking(weft_device *dev) {
-  return check_blocking(dev);
+weft_status weft__enter_open(weft_device *dev, weft_inside *in) {
+  return enter_open(dev, in);
+}
+
+weft_status weft__enter_blocking(weft_device *dev, weft_inside *in) {
+  return enter_blocking(dev, in);
+}
+
+/* Close: waits until every caller that entered has left (a blocked read
+ * waits for its kernel: the scheduler still runs). A leaving caller touches
+ * nothing after its decrement, so this polls, backing off to 1 ms. */
+static void callers_drain(weft_device *dev) {
+  for (unsigned spins = 0;; spins += spins < 192) {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < WEFT_CALLER_SHARDS; i++)
+      n += atomic_load_explicit(&dev->callers[i].n, memory_order_seq_cst);
+    if (n == 0) return;
+    if (spins < 64) {
+      weft__cpu_relax();
+    } else if (spins < 128) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, spins < 192 ? 50000L : 1000000L};
+      nanosleep(&ts, NULL);
+    }
+  }
 }
 
 /* A buffer as reports print it: the slot index names a live buffer. */
@@ -1407,7 +1458,10 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
 
 void weft_device_close(weft_device *dev) {
   if (!dev) return;
-  atomic_store_explicit(&dev->closing, 1, memory_order_release);
+  /* From here every call is refused; the calls already inside finish first,
+   * their commands ahead of the shutdown (see weft__enter). */
+  atomic_store_explicit(&dev->closing, 1, memory_order_seq_cst);
+  callers_drain(dev);
   /* Close cannot fail: the shutdown command lives on this stack (bytes 0,
    * never freed), which is safe because close waits for the scheduler. */
   cmd c_stack;
@@ -1471,7 +1525,8 @@ weft_stream_id weft_stream_current(void) {
 weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t size,
                                weft_buffer *out) {
   if (out) out->id = 0;
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   if (size == 0) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "buffer size is 0");
@@ -1506,7 +1561,8 @@ weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t
 }
 
 weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   if ((st = lookup_buffer(dev, buf, NULL))) return st;
   if (weft__dev_scheduling() == dev && dev->in_reclaim) {
@@ -1528,7 +1584,8 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
 
 weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                               uint64_t offset, const void *src, uint64_t len) {
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   uint64_t size;
   if ((st = lookup_buffer(dev, buf, &size))) return st;
@@ -1565,7 +1622,8 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
 
 weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                              uint64_t offset, void *dst, uint64_t len) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   uint64_t size;
   if ((st = lookup_buffer(dev, buf, &size))) return st;
@@ -1619,7 +1677,8 @@ weft_status weft__kernel_register(weft_device *dev, const char *name, const weft
 weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn, void *user,
                              weft_kernel *out) {
   if (out) out->id = 0;
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   if (dev->gpu)
@@ -1642,14 +1701,13 @@ static weft_status check_dims(const uint32_t d[3], const char *what) {
   return NULL;
 }
 
-/* Checks a launch's arguments; |resolved| (num_bindings entries) receives
- * the bindings with WEFT_WHOLE sizes resolved. */
+/* Checks a launch's arguments (the caller is inside the device); |resolved|
+ * (num_bindings entries) receives the bindings with WEFT_WHOLE sizes resolved. */
 weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint32_t grid[3],
                                const uint32_t block[3], const weft_binding *bindings,
                                size_t num_bindings, const void *scalars, size_t scalar_bytes,
                                weft_binding *resolved) {
-  weft_status st = check_device(dev);
-  if (st) return st;
+  weft_status st;
   uint32_t kidx = (uint32_t)kernel.id - 1u;
   if ((uint32_t)(kernel.id >> 32) != dev->tag || (uint32_t)kernel.id == 0 ||
       kidx >= WEFT_MAX_KERNELS ||
@@ -1723,9 +1781,12 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *bindings, size_t num_bindings, const void *scalars,
                         size_t scalar_bytes) {
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
+  if (st) return st;
   weft_binding resolved[WEFT_MAX_BINDINGS];
-  weft_status st = weft__launch_check(dev, kernel, grid, block, bindings, num_bindings, scalars,
-                                      scalar_bytes, resolved);
+  st = weft__launch_check(dev, kernel, grid, block, bindings, num_bindings, scalars, scalar_bytes,
+                          resolved);
   if (st) return st;
   cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, num_bindings, scalars,
                               scalar_bytes);
@@ -1736,7 +1797,8 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
 }
 
 weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   cmd *c = weft__cmd_new(dev, CMD_SYNC, 0);
   if (!c) return oom(sizeof(cmd), "a sync command");
@@ -1749,7 +1811,8 @@ weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
 }
 
 weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   if (n && !bufs) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "bufs is NULL");
   if (n > UINT32_MAX) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "too many buffers");
@@ -1770,7 +1833,8 @@ weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
 }
 
 weft_status weft_device_info_get(weft_device *dev, weft_device_info *out) {
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   memset(out, 0, sizeof(*out));
@@ -1788,7 +1852,8 @@ weft_status weft_device_info_get(weft_device *dev, weft_device_info *out) {
 }
 
 weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   cmd *c = weft__cmd_new(dev, CMD_STATS, 0);
@@ -1802,7 +1867,9 @@ weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
 }
 
 weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn, void *user) {
-  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_open(dev, &in);
+  if (st) return st;
   /* release: a worker that loads the function sees its user pointer. */
   atomic_store_explicit(&dev->on_poison_user, user, memory_order_release);
   atomic_store_explicit(&dev->on_poison, fn, memory_order_release);
@@ -1810,7 +1877,8 @@ weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn,
 }
 
 weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   if (!spec) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "spec is NULL");
   size_t len = strlen(spec);
@@ -1827,6 +1895,9 @@ weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
 
 weft_status weft_device_poisoned(weft_device *dev) {
   if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_open(dev, &in);
+  if (st) return st;
   if (!poisoned(dev)) return NULL;
   return weft_error_clone(dev->poison_error);
 }

@@ -133,6 +133,7 @@ typedef struct weft_batch {
 #define WEFT_CMD_CLASSES   7u
 #define WEFT_CMD_CLASS_MIN ((size_t)512) /* command size classes: 512 B .. 32 KiB */
 #define WEFT_WRITE_INLINE  (64u * 1024u) /* larger writes are staged through the drop queue */
+#define WEFT_CALLER_SHARDS 16u           /* lines the count of callers inside is spread over */
 
 /* A launch with 3 bindings on a 4-stream device (the common shape) fits the
  * smallest command class: a few more bytes in |cmd| double its footprint
@@ -173,6 +174,12 @@ struct weft_device {
   _Alignas(64) _Atomic uint64_t pending_peak, backpressure_waits;
   weft_eventcount room; /* clients waiting for pending < max_pending park here */
   _Alignas(64) _Atomic uint64_t launches_submitted;
+  /* Callers inside a public call (weft__enter), spread over lines picked per
+   * thread so that entering touches no line another thread writes; close
+   * waits until their sum is 0 before it stops the scheduler. */
+  struct weft_callers {
+    _Alignas(64) _Atomic uint64_t n;
+  } callers[WEFT_CALLER_SHARDS];
   /* ---- scheduler thread only ---- */
   _Alignas(64) weft_storage *storage;
   weft_failures failures; /* the error graph and the failure-store surface */
@@ -301,8 +308,25 @@ weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out);
 void weft__gpu_capture_free(weft_device *dev, cmd *graph_launch);
 void weft__dev_release_now(weft_device *dev, uint64_t buffer);
 void weft__buf_free(weft_device *dev, weft_buf *b);
-weft_status weft__check_device(weft_device *dev);
-weft_status weft__check_blocking(weft_device *dev);
+/* Every public call on a device runs inside it: weft__enter counts the
+ * caller in (or refuses: NULL device, "device is closing", poisoned), and
+ * weft__leave, run by the cleanup of a WEFT_INSIDE variable on every return
+ * path, counts it out. Close sets |closing| and waits for the count to drain
+ * while the scheduler still runs, so a call that entered first completes
+ * (its commands are processed, a blocked read gets its answer) and the
+ * device's memory outlives every caller; a call that enters later is refused
+ * and touches only the count and the flag. */
+typedef struct weft_inside {
+  weft_device *dev; /* set once inside */
+  uint32_t shard;
+} weft_inside;
+weft_status weft__enter(weft_device *dev, weft_inside *in);
+/* As weft__enter, on a poisoned device too (destroy, the poison calls). */
+weft_status weft__enter_open(weft_device *dev, weft_inside *in);
+/* As weft__enter, then refuses a call from the device's own scheduler thread. */
+weft_status weft__enter_blocking(weft_device *dev, weft_inside *in);
+void weft__leave(weft_inside *in);
+#define WEFT_INSIDE __attribute__((cleanup(weft__leave))) weft_inside
 /* Queues a chain of commands (linked through task.link, in order) at once. */
 void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last);
 

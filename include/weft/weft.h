@@ -207,7 +207,15 @@ WEFT_API void weft_device_options_init(weft_device_options *opts);
 /* Opens a device. NULL opts: defaults. *out is NULL on failure. */
 WEFT_API weft_status weft_device_open(const weft_device_options *opts, weft_device **out);
 /* Drains every submitted command, joins the device's threads and frees
- * everything, buffers the caller never released included. NULL is a no-op. */
+ * everything, buffers the caller never released included. NULL is a no-op.
+ * Calls racing close on other threads: a call already inside weft when close
+ * starts completes normally before close goes on (a read blocked on a kernel
+ * gets its answer, a client parked in back-pressure is served), and close
+ * keeps the device's memory until every such caller has left; a call that
+ * starts after close began is refused with InvalidArgument "device is
+ * closing". Once close has returned the device pointer is freed: a call that
+ * begins then is a use after free, as after free(). Close from a kernel or a
+ * reclaim callback would wait for itself: don't. */
 WEFT_API void weft_device_close(weft_device *dev);
 
 /* ---- streams, buffers, kernels, launches ------------------------------------------------- */
