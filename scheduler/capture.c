@@ -39,6 +39,11 @@ typedef struct replay_instance {
 
 struct weft_capture {
   weft_device *dev;
+  weft_allocator alloc; /* the device's: frees the object after the device closed */
+  /* The object has two owners, the caller (until destroy) and the device
+   * (until destroy or close); the last to let go frees it. |closed|: close
+   * took everything the capture held, and the device pointer is stale. */
+  _Atomic uint32_t owners, closed;
   _Atomic uint32_t state;       /* weft_capture_state; written by the scheduler */
   _Atomic uint64_t nrec;        /* recorded launches */
   _Atomic uint32_t outstanding; /* replays issued whose instance has not finished */
@@ -425,20 +430,33 @@ void weft__capture_process(weft_device *dev, cmd *c) {
   weft__token_complete(c->token, st);
 }
 
-/* Close: every capture still alive ends and gives back what it held. */
+/* The caller or the device lets go of |cap|; the last frees it. */
+static void capture_unown(weft_capture *cap) {
+  if (atomic_fetch_sub_explicit(&cap->owners, 1, memory_order_acq_rel) == 1)
+    weft__free(&cap->alloc, cap, sizeof(*cap), 16);
+}
+
+/* Close: every capture still alive ends and gives back what it held; the
+ * object itself stays the caller's until it destroys it. */
 void weft__capture_close_all(weft_device *dev) {
   while (dev->captures) {
     weft_capture *cap = dev->captures;
     abort_capture(dev, cap);
     unlink_live(dev, cap);
-    weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+    atomic_store_explicit(&cap->closed, 1, memory_order_release);
+    capture_unown(cap);
   }
+}
+
+static weft_status device_closed(void) {
+  return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "the capture's device is closed");
 }
 
 /* ---- client calls ----------------------------------------------------------------------- */
 
 static weft_status call(weft_capture *cap, int op) {
   if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
+  if (atomic_load_explicit(&cap->closed, memory_order_acquire)) return device_closed();
   weft_device *dev = cap->dev;
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter_blocking(dev, &in);
@@ -466,6 +484,8 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
   weft_capture *cap = weft__calloc(&dev->alloc, sizeof(*cap), 16);
   if (!cap) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*cap), "a capture");
   cap->dev = dev;
+  cap->alloc = dev->alloc;
+  atomic_init(&cap->owners, 2);
   for (size_t i = 0; i < n; i++) cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
   if ((st = call(cap, CAP_PREPARE))) {
     weft__free(&dev->alloc, cap, sizeof(*cap), 16);
@@ -494,6 +514,7 @@ static bool instance_free(void *arg) {
 
 weft_status weft_capture_replay(weft_capture *cap) {
   if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
+  if (atomic_load_explicit(&cap->closed, memory_order_acquire)) return device_closed();
   weft_device *dev = cap->dev;
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter(dev, &in);
@@ -521,17 +542,24 @@ size_t weft_capture_launches(const weft_capture *cap) {
 
 void weft_capture_destroy(weft_capture *cap) {
   if (!cap) return;
-  weft_device *dev = cap->dev;
-  /* Destroy cannot fail: even a poisoned device's scheduler takes it. A
-   * device being closed frees its captures itself. */
-  WEFT_INSIDE in = {0};
-  weft_status st = weft__enter_open(dev, &in);
-  if (st) {
-    weft_error_free(st);
+  /* After close: the device took everything the capture held; only the
+   * object is left, on the device's allocator (copied). */
+  if (atomic_load_explicit(&cap->closed, memory_order_acquire)) {
+    capture_unown(cap);
     return;
   }
-  cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
-  if (!c) return; /* close frees it */
+  weft_device *dev = cap->dev;
+  /* Destroy cannot fail: even a poisoned device's scheduler takes it. A
+   * device that is closing ends the capture itself (close_all): the caller
+   * only lets go of the object. */
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_open(dev, &in);
+  cmd *c = st ? NULL : weft__cmd_new(dev, CMD_CAPTURE, 0);
+  weft_error_free(st);
+  if (!c) { /* closing, or no memory for the command: close ends it */
+    capture_unown(cap);
+    return;
+  }
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;
@@ -539,5 +567,6 @@ void weft_capture_destroy(weft_capture *cap) {
   c->offset = CAP_DESTROY;
   weft__cmd_submit(dev, c);
   weft_error_free(weft__token_wait(&tok));
-  weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+  /* The scheduler unlinked it: the device let go, and so does the caller. */
+  weft__free(&cap->alloc, cap, sizeof(*cap), 16);
 }

@@ -32,6 +32,7 @@ typedef struct tg_node {
 
 struct weft_taskgraph {
   weft_device *dev;
+  weft_allocator alloc; /* the device's, copied: destroy touches no device */
   tg_node *nodes;
   uint32_t n, cap;
   uint32_t (*edges)[2];
@@ -53,19 +54,22 @@ weft_status weft_taskgraph_create(weft_device *dev, weft_taskgraph **out) {
   weft_taskgraph *g = weft__calloc(&dev->alloc, sizeof(*g), 16);
   if (!g) return oom(sizeof(*g), "a task graph");
   g->dev = dev;
+  g->alloc = dev->alloc;
   g->max_lanes = dev->max_streams;
   *out = g;
   return NULL;
 }
 
 static void node_free(weft_taskgraph *g, tg_node *nd) {
-  weft__free(&g->dev->alloc, nd->bindings, sizeof(weft_binding) * nd->nb, 16);
-  weft__free(&g->dev->alloc, nd->scalars, nd->scalar_bytes, 16);
+  weft__free(&g->alloc, nd->bindings, sizeof(weft_binding) * nd->nb, 16);
+  weft__free(&g->alloc, nd->scalars, nd->scalar_bytes, 16);
 }
 
+/* The graph is the caller's alone: before or after the device closes,
+ * destroy frees it and nothing else. */
 void weft_taskgraph_destroy(weft_taskgraph *g) {
   if (!g) return;
-  const weft_allocator *a = &g->dev->alloc;
+  const weft_allocator *a = &g->alloc;
   for (uint32_t i = 0; i < g->n; i++) node_free(g, &g->nodes[i]);
   weft__free(a, g->nodes, sizeof(tg_node) * g->cap, 16);
   weft__free(a, g->edges, sizeof(uint32_t[2]) * g->ecap, 16);

@@ -480,7 +480,15 @@ WEFT_API weft_status weft_capture_abort(weft_capture *cap);
 WEFT_API weft_status weft_capture_replay(weft_capture *cap);
 WEFT_API weft_capture_state weft_capture_state_of(const weft_capture *cap); /* 0 for NULL */
 WEFT_API size_t weft_capture_launches(const weft_capture *cap);             /* recorded launches */
-WEFT_API void weft_capture_destroy(weft_capture *cap);                      /* NULL is a no-op */
+/* Waits until no replay of |cap| runs, then frees it and everything it holds.
+ * NULL is a no-op. Either order with weft_device_close is safe: close ends
+ * every live capture and frees what the device owns (the recording, its
+ * instances, the buffers it kept alive), leaving the weft_capture object to
+ * the caller; destroy after close then frees only that object (it touches no
+ * device; the device's allocator must still work). After close every other
+ * call on the capture fails with InvalidArgument ("device is closed"), and
+ * its state reads ABORTED. */
+WEFT_API void weft_capture_destroy(weft_capture *cap);
 
 /* ---- task graphs ---------------------------------------------------------------
  * A DAG of launches built once and submitted many times. Edges come from the
@@ -518,7 +526,11 @@ WEFT_API weft_status weft_taskgraph_edge(const weft_taskgraph *g, size_t i, uint
                                          uint32_t *to);
 /* Graphviz text (free with weft_free): nodes named by kernel, lanes as colors. */
 WEFT_API weft_status weft_taskgraph_to_dot(const weft_taskgraph *g, char **out);
-WEFT_API void weft_taskgraph_destroy(weft_taskgraph *g); /* NULL is a no-op */
+/* Frees the graph (NULL is a no-op). A graph is the caller's alone, so
+ * destroy may come before or after weft_device_close: after close it frees
+ * only the graph and touches no device (the device's allocator must still
+ * work). Every other call on a graph needs its device open. */
+WEFT_API void weft_taskgraph_destroy(weft_taskgraph *g);
 
 /* ---- statistics ------------------------------------------------------------------------ */
 

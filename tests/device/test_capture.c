@@ -338,7 +338,8 @@ Test(lifetime, abort_gives_back_everything_and_destroy_waits_for_replays, .timeo
   env_close(&e);
 }
 
-Test(lifetime, close_ends_live_captures_without_leaks, .timeout = 60) {
+Test(lifetime, close_ends_live_captures_and_destroy_after_close_frees_only_the_object,
+     .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);
@@ -348,7 +349,19 @@ Test(lifetime, close_ends_live_captures_without_leaks, .timeout = 60) {
   EXPECT_OK(weft_capture_end(cap));
   EXPECT_OK(weft_capture_replay(cap));
   weft_capture *open_window = prepare_on(e.dev, 1);
-  (void)open_window;
+  weft_capture *destroyed = prepare_on(e.dev, 2);
+  weft_capture_destroy(destroyed); /* before close: all of it goes */
+  weft_device *dev = e.dev;
+  e.dev = NULL;
+  weft_device_close(dev); /* ends both captures and frees what they held */
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_ABORTED);
+  cr_assert_eq(weft_capture_launches(cap), 0);
+  EXPECT_KIND(weft_capture_replay(cap), WEFT_ERR_INVALID_ARGUMENT, "device is closed");
+  EXPECT_KIND(weft_capture_begin(open_window), WEFT_ERR_INVALID_ARGUMENT, "device is closed");
+  weft_alloc_counts c = weft_counting_allocator_counts(e.ca);
+  cr_assert_eq(c.live_blocks, 2, "only the two capture objects are left, the caller's");
+  weft_capture_destroy(cap); /* after close: frees the object and nothing else */
+  weft_capture_destroy(open_window);
   env_close(&e); /* checks that nothing leaked */
 }
 
