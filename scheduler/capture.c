@@ -507,9 +507,17 @@ weft_status weft_capture_abort(weft_capture *cap) {
   return call(cap, CAP_ABORT);
 }
 
-static bool instance_free(void *arg) {
+/* Takes a replay slot, if one of the WEFT_REPLAY_INSTANCES is free: the
+ * check and the increment are one step, so concurrent replayers of one
+ * capture never take more slots than there are instances. */
+static bool instance_take(void *arg) {
   weft_capture *cap = arg;
-  return atomic_load_explicit(&cap->outstanding, memory_order_acquire) < WEFT_REPLAY_INSTANCES;
+  uint32_t n = atomic_load_explicit(&cap->outstanding, memory_order_relaxed);
+  while (n < WEFT_REPLAY_INSTANCES)
+    if (atomic_compare_exchange_weak_explicit(&cap->outstanding, &n, n + 1, memory_order_acquire,
+                                              memory_order_relaxed))
+      return true;
+  return false;
 }
 
 weft_status weft_capture_replay(weft_capture *cap) {
@@ -522,11 +530,14 @@ weft_status weft_capture_replay(weft_capture *cap) {
   uint32_t s = state_of(cap);
   if (s != WEFT_CAPTURE_READY) return out_of_order("replay", s, "after a successful end");
   /* Back-pressure: at most WEFT_REPLAY_INSTANCES replays of one capture in
-   * flight (replay from one thread at a time per capture). */
-  weft__wait_room(dev, instance_free, cap);
-  atomic_fetch_add_explicit(&cap->outstanding, 1, memory_order_relaxed);
+   * flight, from any number of threads (the wait takes the slot). */
+  weft__wait_room(dev, instance_take, cap);
   cmd *c = weft__cmd_new(dev, CMD_REPLAY, 0);
-  if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
+  if (!c) { /* the slot goes back: the replay never happened */
+    atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
+    weft__ec_notify(&dev->room);
+    return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
+  }
   c->data = cap;
   weft__cmd_submit(dev, c);
   return NULL;

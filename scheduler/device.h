@@ -347,7 +347,9 @@ void weft__launch_copy(cmd *c, const cmd *r);
  * pinned, registered. |instance|: the in-flight count of the replay instance
  * that owns |c| (not freed at retirement), or NULL for a pooled command. */
 void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance);
-/* Clients that wait for room (back-pressure, a free replay instance). */
+/* Clients that wait for room (back-pressure, a free replay instance).
+ * |ready| may take what it waits for: it is called until it returns true,
+ * and never again after. */
 void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg);
 /* Scope id, failpoints, then SchedulerMultiStream registration. */
 void weft__launch_register(weft_device *dev, cmd *c);

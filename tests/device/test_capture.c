@@ -8,6 +8,9 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -426,5 +429,74 @@ Test(replay, replays_allocate_nothing_once_warm, .timeout = 60) {
   expect_all(e.dev, 0, x, 8 * 4000, "x");
   weft_capture_destroy(cap);
   EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+/* ---- a replay that runs out of memory ---- */
+
+/* Allocations fail on the thread that sets |fail_here| (the client's own
+ * command), and nowhere else. */
+static _Thread_local bool fail_here;
+
+static void *failing_alloc(void *self, size_t size, size_t align) {
+  const weft_allocator *inner = self;
+  return fail_here ? NULL : inner->alloc(inner->self, size, align);
+}
+
+static void failing_free(void *self, void *p, size_t size, size_t align) {
+  const weft_allocator *inner = self;
+  inner->free(inner->self, p, size, align);
+}
+
+static _Atomic bool gate_open;
+
+static weft_status k_gate(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx, (void)user;
+  while (!atomic_load(&gate_open)) sched_yield();
+  return NULL;
+}
+
+Test(replay, a_replay_that_runs_out_of_memory_gives_its_slot_back, .timeout = 60) {
+  env e;
+  env_options(&e);
+  weft_allocator failing = {&e.alloc, failing_alloc, failing_free};
+  e.opts.allocator = &failing;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_kernel gate;
+  EXPECT_OK(weft_kernel_host(e.dev, "gate", k_gate, NULL, &gate));
+  weft_buffer x = make_buffer(e.dev, 0), held = make_buffer(e.dev, 1);
+  set(e.dev, &k, 0, x, 0, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  inc(e.dev, &k, 0, x, 1, 0);
+  EXPECT_OK(weft_capture_end(cap));
+  /* Stream 1 waits at a gate; the launches queued behind it hold commands,
+   * so the command pool runs dry and a replay must allocate its own. */
+  atomic_store(&gate_open, false);
+  weft_binding hb = {held, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  EXPECT_OK(weft_launch(e.dev, 1, gate, one, one, &hb, 1, NULL, 0));
+  int ooms = 0, ok = 0;
+  for (int i = 0; i < 10000 && ooms < 2 * 4; i++) {
+    for (int j = 0; j < 8; j++) inc(e.dev, &k, 1, held, 1, 0);
+    fail_here = true;
+    weft_status st = weft_capture_replay(cap);
+    fail_here = false;
+    if (!st) {
+      ok++; /* the pool still had a command */
+      continue;
+    }
+    cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_OUT_OF_MEMORY);
+    weft_error_free(st);
+    ooms++;
+  }
+  cr_assert_eq(ooms, 8, "the pool never ran dry");
+  atomic_store(&gate_open, true);
+  /* Before the fix each failure kept a slot: this replay waited forever. */
+  for (int i = 0; i < 8; i++) EXPECT_OK(weft_capture_replay(cap));
+  expect_all(e.dev, 0, x, (uint32_t)(ok + 8), "every replay that was accepted ran");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  EXPECT_OK(weft_buffer_release(e.dev, held));
   env_close(&e);
 }
