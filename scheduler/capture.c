@@ -48,10 +48,14 @@ struct weft_capture {
   _Atomic uint64_t nrec;        /* recorded launches */
   _Atomic uint32_t outstanding; /* replays issued whose instance has not finished */
   uint64_t mask;                /* the slots it owns */
-  cmd *rec_head, *rec_tail;     /* recorded launches, in order (linked through task.link) */
-  cmd *graph;                   /* CUDA: one launch of the recording's CUDA graph, or NULL */
-  weft_status doom;             /* the first reason the recording cannot be kept */
-  weft_buf **primed;            /* buffers released during warm-up, freed at begin */
+  /* The stream ids it was opened on: only their launches are recorded (ids
+   * fold onto slots, and other ids on the same slots run normally). */
+  weft_stream_id ids[WEFT_MAX_STREAMS];
+  uint32_t nids;
+  cmd *rec_head, *rec_tail; /* recorded launches, in order (linked through task.link) */
+  cmd *graph;               /* CUDA: one launch of the recording's CUDA graph, or NULL */
+  weft_status doom;         /* the first reason the recording cannot be kept */
+  weft_buf **primed;        /* buffers released during warm-up, freed at begin */
   uint32_t nprimed, primed_cap;
   struct weft_capture *next_live; /* the device's live captures */
   replay_instance inst[WEFT_REPLAY_INSTANCES];
@@ -81,10 +85,16 @@ static const char *state_name(uint32_t st) {
   }
 }
 
-/* The capture recording on |slot|, or NULL. */
-static weft_capture *recording(weft_device *dev, uint32_t slot) {
-  weft_capture *cap = dev->capture_of[slot];
-  return cap && state_of(cap) == WEFT_CAPTURE_RECORDING ? cap : NULL;
+static bool opened_on(const weft_capture *cap, weft_stream_id stream) {
+  for (uint32_t i = 0; i < cap->nids; i++)
+    if (cap->ids[i] == stream) return true;
+  return false;
+}
+
+/* The capture recording |stream|, or NULL. */
+static weft_capture *recording(weft_device *dev, weft_stream_id stream) {
+  weft_capture *cap = dev->capture_of[stream % dev->max_streams];
+  return cap && state_of(cap) == WEFT_CAPTURE_RECORDING && opened_on(cap, stream) ? cap : NULL;
 }
 
 static void doom(weft_device *dev, weft_capture *cap, weft_status why) {
@@ -97,8 +107,8 @@ static void doom(weft_device *dev, weft_capture *cap, weft_status why) {
 
 /* ---- hooks called by the device --------------------------------------------------------- */
 
-bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c) {
-  weft_capture *cap = recording(dev, slot);
+bool weft__capture_record(weft_device *dev, cmd *c) {
+  weft_capture *cap = recording(dev, c->stream);
   if (!cap) return false;
   weft_status why = NULL;
   const char *kname = dev->kernels[c->kernel].name;
@@ -144,8 +154,9 @@ bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c) {
   return true;
 }
 
-void weft__capture_on_create(weft_device *dev, uint32_t slot, uint64_t buffer) {
-  weft_capture *cap = recording(dev, slot);
+void weft__capture_on_create(weft_device *dev, weft_stream_id stream, uint64_t buffer) {
+  weft_capture *cap = recording(dev, stream);
+  uint32_t slot = (uint32_t)(stream % dev->max_streams);
   if (cap)
     doom(dev, cap,
          weft_error_make(WEFT_ERR_GENERIC,
@@ -154,8 +165,8 @@ void weft__capture_on_create(weft_device *dev, uint32_t slot, uint64_t buffer) {
                          (uint32_t)buffer, slot));
 }
 
-void weft__capture_on_write(weft_device *dev, uint32_t slot, uint64_t buffer) {
-  weft_capture *cap = recording(dev, slot);
+void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t buffer) {
+  weft_capture *cap = recording(dev, stream);
   if (cap)
     doom(dev, cap,
          weft_error_make(WEFT_ERR_GENERIC,
@@ -165,13 +176,13 @@ void weft__capture_on_write(weft_device *dev, uint32_t slot, uint64_t buffer) {
                          (uint32_t)buffer));
 }
 
-weft_status weft__capture_refuse_sync(weft_device *dev, uint32_t slot, const char *what) {
-  weft_capture *cap = recording(dev, slot);
+weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what) {
+  weft_capture *cap = recording(dev, stream);
   if (!cap) return NULL;
   weft_status st = weft_error_make(WEFT_ERR_GENERIC,
-                                   "capture: a %s on stream slot %" PRIu32
-                                   " inside a capture window (no host sync while recording)",
-                                   what, slot);
+                                   "capture: a %s on stream %" PRIu64 " (slot %" PRIu32
+                                   ") inside a capture window (no host sync while recording)",
+                                   what, (uint64_t)stream, (uint32_t)(stream % dev->max_streams));
   doom(dev, cap, weft_error_clone(st));
   return st;
 }
@@ -351,8 +362,24 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
   return NULL;
 }
 
+/* The replay's slot goes back (its instance, if any, is free or retiring). */
+static void replay_done(weft_device *dev, weft_capture *cap) {
+  atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
+  weft__ec_notify(&dev->room);
+}
+
 static void do_replay(weft_device *dev, weft_capture *cap) {
-  if (state_of(cap) != WEFT_CAPTURE_READY) return; /* aborted in between: nothing to run */
+  if (state_of(cap) != WEFT_CAPTURE_READY) { /* aborted in between: nothing to run */
+    replay_done(dev, cap);
+    return;
+  }
+  if (dev->dry_depth) { /* a dry run drops launches: a replay's too (measured, not run) */
+    uint64_t n = cap->graph ? weft__gpu_graph_launches(cap->graph) : run_count(cap);
+    dev->stats.launches += n;
+    dev->stats.launches_dry += n;
+    replay_done(dev, cap);
+    return;
+  }
   /* The client waited until at most WEFT_REPLAY_INSTANCES replays were
    * outstanding, this one included: an instance is free, unless memory for
    * them ran out. */
@@ -369,14 +396,14 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
                                               dev->kernels[r->kernel].name));
       continue;
     }
-    if (!in) weft__launch_copy(c, r);
+    if (!in) {
+      weft__launch_copy(c, r);
+      c->detached = false; /* the recording's was detached; this clone counts until it retires */
+    }
     weft__launch_replay(dev, c, in ? &in->count : NULL);
   }
   /* Pooled clones tie up no instance; an instance that placed nothing is free. */
-  if (!in || !in->count.inflight) {
-    atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
-    weft__ec_notify(&dev->room);
-  }
+  if (!in || !in->count.inflight) replay_done(dev, cap);
 }
 
 static void unlink_live(weft_device *dev, weft_capture *cap) {
@@ -486,7 +513,17 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
   cap->dev = dev;
   cap->alloc = dev->alloc;
   atomic_init(&cap->owners, 2);
-  for (size_t i = 0; i < n; i++) cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
+  for (size_t i = 0; i < n; i++) {
+    cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
+    if (opened_on(cap, streams[i])) continue;
+    if (cap->nids == WEFT_MAX_STREAMS) {
+      weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                             "a capture is opened on at most %u distinct stream ids",
+                             WEFT_MAX_STREAMS);
+    }
+    cap->ids[cap->nids++] = streams[i];
+  }
   if ((st = call(cap, CAP_PREPARE))) {
     weft__free(&dev->alloc, cap, sizeof(*cap), 16);
     return st;

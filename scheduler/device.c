@@ -355,7 +355,7 @@ static void do_create(weft_device *dev, cmd *c) {
   b->mem.handle_refs = 1;
   dev->stats.buffers_live++;
   s->obj = b;
-  weft__capture_on_create(dev, slot_of(dev, c->stream), b->id);
+  weft__capture_on_create(dev, c->stream, b->id);
   weft_status st = weft__dev_reserve(dev, b, slot_of(dev, c->stream));
   if (!st) {
     b->allocated = true;
@@ -700,7 +700,7 @@ static void sched_launch(weft_device *dev, cmd *c) {
     b->pending++;
   }
   launch_arm(dev, c);
-  if (weft__capture_record(dev, s->slot, c)) return; /* recorded, not run */
+  if (weft__capture_record(dev, c)) return; /* recorded, not run */
   c->task.run = run_launch;
   weft__ms_register(dev, s->slot, c);
 }
@@ -769,14 +769,14 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
     return;
   }
   if (!write) {
-    weft_status refused = weft__capture_refuse_sync(dev, slot_of(dev, c->stream), "read");
+    weft_status refused = weft__capture_refuse_sync(dev, c->stream, "read");
     if (refused) {
       weft__token_complete(c->token, refused);
       weft__cmd_free(c);
       return;
     }
   } else {
-    weft__capture_on_write(dev, slot_of(dev, c->stream), b->id);
+    weft__capture_on_write(dev, c->stream, b->id);
   }
   weft_stream *s = stream_or_fail(dev, c, b, write);
   if (!s) {
@@ -805,7 +805,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
 
 static void sched_sync(weft_device *dev, cmd *c) {
   uint32_t slot = slot_of(dev, c->stream);
-  weft_status refused = weft__capture_refuse_sync(dev, slot, "sync");
+  weft_status refused = weft__capture_refuse_sync(dev, c->stream, "sync");
   if (refused) {
     weft__token_complete(c->token, refused);
     weft__cmd_free(c);

@@ -357,10 +357,12 @@ void weft__launch_register(weft_device *dev, cmd *c);
 void weft__launch_discard(weft_device *dev, cmd *c);
 
 /* Capture (capture.c), called by the scheduler. */
-bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c); /* true: taken */
-void weft__capture_on_create(weft_device *dev, uint32_t slot, uint64_t buffer);
-void weft__capture_on_write(weft_device *dev, uint32_t slot, uint64_t buffer);
-weft_status weft__capture_refuse_sync(weft_device *dev, uint32_t slot, const char *what);
+/* The hooks act only on the stream ids a capture was opened on (not on
+ * every id that folds onto its slots). */
+bool weft__capture_record(weft_device *dev, cmd *c); /* true: taken */
+void weft__capture_on_create(weft_device *dev, weft_stream_id stream, uint64_t buffer);
+void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t buffer);
+weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what);
 bool weft__capture_keep(weft_device *dev, weft_buf *b); /* true: held until begin */
 bool weft__capture_cleanup_skipped(weft_device *dev, uint32_t slot);
 void weft__capture_process(weft_device *dev, cmd *c);

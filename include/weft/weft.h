@@ -239,7 +239,13 @@ typedef struct {
 #define WEFT_MAX_SCALAR_BYTES 4096u               /* scalar bytes per launch */
 #define WEFT_MAX_BUFFER_SIZE  (UINT64_C(1) << 48) /* larger sizes are InvalidArgument */
 
-/* The calling thread's default stream: distinct for each thread. */
+/* The calling thread's default stream. "Distinct for each thread": the first
+ * call on a thread takes the next value of one process-wide counter (0, 1,
+ * 2, ... in the order threads first ask), so no two threads get the same id,
+ * on any device. A device still folds ids onto its max_streams slots
+ * (id % max_streams): threads whose ids share a slot share its queue and
+ * memory, so their work is ordered on one stream; but a capture opened on
+ * one thread's id records only that id's launches, never another thread's. */
 WEFT_API weft_stream_id weft_stream_current(void);
 
 /* Creates a buffer of |size| bytes living on |stream|'s memory. Async: the
@@ -459,6 +465,9 @@ WEFT_API weft_status weft_device_poisoned(weft_device *dev);
  * written on a capturing stream (a recording must not allocate, and a write
  * would replay stale bytes: refresh inputs between replays instead) and a
  * read or sync on one (no host sync inside a window: the call fails).
+ * A capture records exactly the launches submitted on the stream ids it was
+ * opened on; work on other ids that fold onto the same slots runs normally
+ * (the slots' memory rules, Forbidden and cleanup, still cover those ids).
  * Memory cleanup of a capturing stream is a no-op. Every buffer a recording
  * uses stays alive until destroy, released or not. A transition out of order
  * fails with Generic and changes nothing; abort ends the window from any state
@@ -476,7 +485,10 @@ WEFT_API weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id
 WEFT_API weft_status weft_capture_begin(weft_capture *cap);
 WEFT_API weft_status weft_capture_end(weft_capture *cap);
 WEFT_API weft_status weft_capture_abort(weft_capture *cap);
-/* Asynchronous, like a launch: returns only state errors. */
+/* Asynchronous, like a launch: returns only state errors (and OutOfMemory
+ * for its command). Any number of threads may replay one capture. Inside a
+ * dry run (weft_memory_dry_run) a replay is dropped like every launch:
+ * counted in launches and launches_dry, not run. */
 WEFT_API weft_status weft_capture_replay(weft_capture *cap);
 WEFT_API weft_capture_state weft_capture_state_of(const weft_capture *cap); /* 0 for NULL */
 WEFT_API size_t weft_capture_launches(const weft_capture *cap);             /* recorded launches */
