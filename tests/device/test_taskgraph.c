@@ -400,6 +400,7 @@ Test(lifetime, destroy_after_close_frees_only_the_graph, .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
   weft_taskgraph *g, *kept;
   EXPECT_OK(weft_taskgraph_create(e.dev, &g));
   EXPECT_OK(weft_taskgraph_create(e.dev, &kept));
