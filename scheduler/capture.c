@@ -39,14 +39,23 @@ typedef struct replay_instance {
 
 struct weft_capture {
   weft_device *dev;
+  weft_allocator alloc; /* the device's: frees the object after the device closed */
+  /* The object has two owners, the caller (until destroy) and the device
+   * (until destroy or close); the last to let go frees it. |closed|: close
+   * took everything the capture held, and the device pointer is stale. */
+  _Atomic uint32_t owners, closed;
   _Atomic uint32_t state;       /* weft_capture_state; written by the scheduler */
   _Atomic uint64_t nrec;        /* recorded launches */
   _Atomic uint32_t outstanding; /* replays issued whose instance has not finished */
   uint64_t mask;                /* the slots it owns */
-  cmd *rec_head, *rec_tail;     /* recorded launches, in order (linked through task.link) */
-  cmd *graph;                   /* CUDA: one launch of the recording's CUDA graph, or NULL */
-  weft_status doom;             /* the first reason the recording cannot be kept */
-  weft_buf **primed;            /* buffers released during warm-up, freed at begin */
+  /* The stream ids it was opened on: only their launches are recorded (ids
+   * fold onto slots, and other ids on the same slots run normally). */
+  weft_stream_id ids[WEFT_MAX_STREAMS];
+  uint32_t nids;
+  cmd *rec_head, *rec_tail; /* recorded launches, in order (linked through task.link) */
+  cmd *graph;               /* CUDA: one launch of the recording's CUDA graph, or NULL */
+  weft_status doom;         /* the first reason the recording cannot be kept */
+  weft_buf **primed;        /* buffers released during warm-up, freed at begin */
   uint32_t nprimed, primed_cap;
   struct weft_capture *next_live; /* the device's live captures */
   replay_instance inst[WEFT_REPLAY_INSTANCES];
@@ -76,10 +85,16 @@ static const char *state_name(uint32_t st) {
   }
 }
 
-/* The capture recording on |slot|, or NULL. */
-static weft_capture *recording(weft_device *dev, uint32_t slot) {
-  weft_capture *cap = dev->capture_of[slot];
-  return cap && state_of(cap) == WEFT_CAPTURE_RECORDING ? cap : NULL;
+static bool opened_on(const weft_capture *cap, weft_stream_id stream) {
+  for (uint32_t i = 0; i < cap->nids; i++)
+    if (cap->ids[i] == stream) return true;
+  return false;
+}
+
+/* The capture recording |stream|, or NULL. */
+static weft_capture *recording(weft_device *dev, weft_stream_id stream) {
+  weft_capture *cap = dev->capture_of[stream % dev->max_streams];
+  return cap && state_of(cap) == WEFT_CAPTURE_RECORDING && opened_on(cap, stream) ? cap : NULL;
 }
 
 static void doom(weft_device *dev, weft_capture *cap, weft_status why) {
@@ -92,8 +107,8 @@ static void doom(weft_device *dev, weft_capture *cap, weft_status why) {
 
 /* ---- hooks called by the device --------------------------------------------------------- */
 
-bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c) {
-  weft_capture *cap = recording(dev, slot);
+bool weft__capture_record(weft_device *dev, cmd *c) {
+  weft_capture *cap = recording(dev, c->stream);
   if (!cap) return false;
   weft_status why = NULL;
   const char *kname = dev->kernels[c->kernel].name;
@@ -139,8 +154,9 @@ bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c) {
   return true;
 }
 
-void weft__capture_on_create(weft_device *dev, uint32_t slot, uint64_t buffer) {
-  weft_capture *cap = recording(dev, slot);
+void weft__capture_on_create(weft_device *dev, weft_stream_id stream, uint64_t buffer) {
+  weft_capture *cap = recording(dev, stream);
+  uint32_t slot = (uint32_t)(stream % dev->max_streams);
   if (cap)
     doom(dev, cap,
          weft_error_make(WEFT_ERR_GENERIC,
@@ -149,8 +165,8 @@ void weft__capture_on_create(weft_device *dev, uint32_t slot, uint64_t buffer) {
                          (uint32_t)buffer, slot));
 }
 
-void weft__capture_on_write(weft_device *dev, uint32_t slot, uint64_t buffer) {
-  weft_capture *cap = recording(dev, slot);
+void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t buffer) {
+  weft_capture *cap = recording(dev, stream);
   if (cap)
     doom(dev, cap,
          weft_error_make(WEFT_ERR_GENERIC,
@@ -160,13 +176,13 @@ void weft__capture_on_write(weft_device *dev, uint32_t slot, uint64_t buffer) {
                          (uint32_t)buffer));
 }
 
-weft_status weft__capture_refuse_sync(weft_device *dev, uint32_t slot, const char *what) {
-  weft_capture *cap = recording(dev, slot);
+weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what) {
+  weft_capture *cap = recording(dev, stream);
   if (!cap) return NULL;
   weft_status st = weft_error_make(WEFT_ERR_GENERIC,
-                                   "capture: a %s on stream slot %" PRIu32
-                                   " inside a capture window (no host sync while recording)",
-                                   what, slot);
+                                   "capture: a %s on stream %" PRIu64 " (slot %" PRIu32
+                                   ") inside a capture window (no host sync while recording)",
+                                   what, (uint64_t)stream, (uint32_t)(stream % dev->max_streams));
   doom(dev, cap, weft_error_clone(st));
   return st;
 }
@@ -346,8 +362,24 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
   return NULL;
 }
 
+/* The replay's slot goes back (its instance, if any, is free or retiring). */
+static void replay_done(weft_device *dev, weft_capture *cap) {
+  atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
+  weft__ec_notify(&dev->room);
+}
+
 static void do_replay(weft_device *dev, weft_capture *cap) {
-  if (state_of(cap) != WEFT_CAPTURE_READY) return; /* aborted in between: nothing to run */
+  if (state_of(cap) != WEFT_CAPTURE_READY) { /* aborted in between: nothing to run */
+    replay_done(dev, cap);
+    return;
+  }
+  if (dev->dry_depth) { /* a dry run drops launches: a replay's too (measured, not run) */
+    uint64_t n = cap->graph ? weft__gpu_graph_launches(cap->graph) : run_count(cap);
+    dev->stats.launches += n;
+    dev->stats.launches_dry += n;
+    replay_done(dev, cap);
+    return;
+  }
   /* The client waited until at most WEFT_REPLAY_INSTANCES replays were
    * outstanding, this one included: an instance is free, unless memory for
    * them ran out. */
@@ -364,14 +396,14 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
                                               dev->kernels[r->kernel].name));
       continue;
     }
-    if (!in) weft__launch_copy(c, r);
+    if (!in) {
+      weft__launch_copy(c, r);
+      c->detached = false; /* the recording's was detached; this clone counts until it retires */
+    }
     weft__launch_replay(dev, c, in ? &in->count : NULL);
   }
   /* Pooled clones tie up no instance; an instance that placed nothing is free. */
-  if (!in || !in->count.inflight) {
-    atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
-    weft__ec_notify(&dev->room);
-  }
+  if (!in || !in->count.inflight) replay_done(dev, cap);
 }
 
 static void unlink_live(weft_device *dev, weft_capture *cap) {
@@ -425,22 +457,36 @@ void weft__capture_process(weft_device *dev, cmd *c) {
   weft__token_complete(c->token, st);
 }
 
-/* Close: every capture still alive ends and gives back what it held. */
+/* The caller or the device lets go of |cap|; the last frees it. */
+static void capture_unown(weft_capture *cap) {
+  if (atomic_fetch_sub_explicit(&cap->owners, 1, memory_order_acq_rel) == 1)
+    weft__free(&cap->alloc, cap, sizeof(*cap), 16);
+}
+
+/* Close: every capture still alive ends and gives back what it held; the
+ * object itself stays the caller's until it destroys it. */
 void weft__capture_close_all(weft_device *dev) {
   while (dev->captures) {
     weft_capture *cap = dev->captures;
     abort_capture(dev, cap);
     unlink_live(dev, cap);
-    weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+    atomic_store_explicit(&cap->closed, 1, memory_order_release);
+    capture_unown(cap);
   }
+}
+
+static weft_status device_closed(void) {
+  return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "the capture's device is closed");
 }
 
 /* ---- client calls ----------------------------------------------------------------------- */
 
 static weft_status call(weft_capture *cap, int op) {
   if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
+  if (atomic_load_explicit(&cap->closed, memory_order_acquire)) return device_closed();
   weft_device *dev = cap->dev;
-  weft_status st = weft__check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_blocking(dev, &in);
   if (st) return st;
   cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
   if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a capture command");
@@ -457,14 +503,27 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
                                  weft_capture **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
-  weft_status st = weft__check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_blocking(dev, &in);
   if (st) return st;
   if (n == 0) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "a capture needs a stream");
   if (!streams) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "streams is NULL");
   weft_capture *cap = weft__calloc(&dev->alloc, sizeof(*cap), 16);
   if (!cap) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*cap), "a capture");
   cap->dev = dev;
-  for (size_t i = 0; i < n; i++) cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
+  cap->alloc = dev->alloc;
+  atomic_init(&cap->owners, 2);
+  for (size_t i = 0; i < n; i++) {
+    cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
+    if (opened_on(cap, streams[i])) continue;
+    if (cap->nids == WEFT_MAX_STREAMS) {
+      weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                             "a capture is opened on at most %u distinct stream ids",
+                             WEFT_MAX_STREAMS);
+    }
+    cap->ids[cap->nids++] = streams[i];
+  }
   if ((st = call(cap, CAP_PREPARE))) {
     weft__free(&dev->alloc, cap, sizeof(*cap), 16);
     return st;
@@ -485,24 +544,37 @@ weft_status weft_capture_abort(weft_capture *cap) {
   return call(cap, CAP_ABORT);
 }
 
-static bool instance_free(void *arg) {
+/* Takes a replay slot, if one of the WEFT_REPLAY_INSTANCES is free: the
+ * check and the increment are one step, so concurrent replayers of one
+ * capture never take more slots than there are instances. */
+static bool instance_take(void *arg) {
   weft_capture *cap = arg;
-  return atomic_load_explicit(&cap->outstanding, memory_order_acquire) < WEFT_REPLAY_INSTANCES;
+  uint32_t n = atomic_load_explicit(&cap->outstanding, memory_order_relaxed);
+  while (n < WEFT_REPLAY_INSTANCES)
+    if (atomic_compare_exchange_weak_explicit(&cap->outstanding, &n, n + 1, memory_order_acquire,
+                                              memory_order_relaxed))
+      return true;
+  return false;
 }
 
 weft_status weft_capture_replay(weft_capture *cap) {
   if (!cap) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "capture is NULL");
+  if (atomic_load_explicit(&cap->closed, memory_order_acquire)) return device_closed();
   weft_device *dev = cap->dev;
-  weft_status st = weft__check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
   if (st) return st;
   uint32_t s = state_of(cap);
   if (s != WEFT_CAPTURE_READY) return out_of_order("replay", s, "after a successful end");
   /* Back-pressure: at most WEFT_REPLAY_INSTANCES replays of one capture in
-   * flight (replay from one thread at a time per capture). */
-  weft__wait_room(dev, instance_free, cap);
-  atomic_fetch_add_explicit(&cap->outstanding, 1, memory_order_relaxed);
+   * flight, from any number of threads (the wait takes the slot). */
+  weft__wait_room(dev, instance_take, cap);
   cmd *c = weft__cmd_new(dev, CMD_REPLAY, 0);
-  if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
+  if (!c) { /* the slot goes back: the replay never happened */
+    atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
+    weft__ec_notify(&dev->room);
+    return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
+  }
   c->data = cap;
   weft__cmd_submit(dev, c);
   return NULL;
@@ -518,12 +590,24 @@ size_t weft_capture_launches(const weft_capture *cap) {
 
 void weft_capture_destroy(weft_capture *cap) {
   if (!cap) return;
+  /* After close: the device took everything the capture held; only the
+   * object is left, on the device's allocator (copied). */
+  if (atomic_load_explicit(&cap->closed, memory_order_acquire)) {
+    capture_unown(cap);
+    return;
+  }
   weft_device *dev = cap->dev;
   /* Destroy cannot fail: even a poisoned device's scheduler takes it. A
-   * device being closed frees its captures itself. */
-  if (atomic_load_explicit(&dev->closing, memory_order_acquire)) return;
-  cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
-  if (!c) return; /* close frees it */
+   * device that is closing ends the capture itself (close_all): the caller
+   * only lets go of the object. */
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_open(dev, &in);
+  cmd *c = st ? NULL : weft__cmd_new(dev, CMD_CAPTURE, 0);
+  weft_error_free(st);
+  if (!c) { /* closing, or no memory for the command: close ends it */
+    capture_unown(cap);
+    return;
+  }
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;
@@ -531,5 +615,6 @@ void weft_capture_destroy(weft_capture *cap) {
   c->offset = CAP_DESTROY;
   weft__cmd_submit(dev, c);
   weft_error_free(weft__token_wait(&tok));
-  weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+  /* The scheduler unlinked it: the device let go, and so does the caller. */
+  weft__free(&cap->alloc, cap, sizeof(*cap), 16);
 }

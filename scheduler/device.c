@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/alloc.h"
 
@@ -189,34 +190,84 @@ static weft_status oom(size_t bytes, const char *what) {
 
 /* ---- argument checks (client side) ---------------------------------------------------------- */
 
-weft_status weft__check_device(weft_device *dev);
-weft_status weft__check_blocking(weft_device *dev);
+/* ---- callers inside (see weft__enter in device.h) ---- */
 
-static weft_status check_device(weft_device *dev) {
+static _Atomic uint32_t caller_shards = 0;
+static _Thread_local uint32_t caller_shard = 0; /* this thread's line + 1; 0: none yet */
+
+/* Counts the caller in unless the device is closing (the poisoned state is
+ * the caller's to check). */
+static inline weft_status enter_open(weft_device *dev, weft_inside *in) {
+  in->dev = NULL;
   if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
-  if (atomic_load_explicit(&dev->closing, memory_order_acquire))
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closed");
-  if (atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1)
-    return weft_error_clone(dev->poison_error);
+  uint32_t s = caller_shard;
+  if (!s)
+    s = caller_shard =
+        atomic_fetch_add_explicit(&caller_shards, 1, memory_order_relaxed) % WEFT_CALLER_SHARDS + 1;
+  /* seq_cst increment, then seq_cst load of |closing|, against close's store
+   * of |closing|, then loads of the counts: either close sees this caller
+   * or this caller sees close. */
+  atomic_fetch_add_explicit(&dev->callers[s - 1].n, 1, memory_order_seq_cst);
+  in->shard = s - 1;
+  in->dev = dev;
+  if (atomic_load_explicit(&dev->closing, memory_order_seq_cst))
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closing");
   return NULL;
+}
+
+static inline weft_status enter(weft_device *dev, weft_inside *in) {
+  weft_status st = enter_open(dev, in);
+  if (!st && atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1)
+    st = weft_error_clone(dev->poison_error);
+  return st;
+}
+
+/* The caller's last touch of the device: close may free it right after. */
+void weft__leave(weft_inside *in) {
+  if (in->dev) atomic_fetch_sub_explicit(&in->dev->callers[in->shard].n, 1, memory_order_release);
+  in->dev = NULL;
 }
 
 /* A blocking call made on the device's scheduler thread (from a reclaim
  * callback) would wait for itself. */
-static weft_status check_blocking(weft_device *dev) {
-  weft_status st = check_device(dev);
+static weft_status enter_blocking(weft_device *dev, weft_inside *in) {
+  weft_status st = enter(dev, in);
   if (!st && weft__dev_scheduling() == dev)
     st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                          "a blocking call from the device's own scheduler thread would deadlock");
   return st;
 }
 
-weft_status weft__check_device(weft_device *dev) {
-  return check_device(dev);
+weft_status weft__enter(weft_device *dev, weft_inside *in) {
+  return enter(dev, in);
 }
 
-weft_status weft__check_blocking(weft_device *dev) {
-  return check_blocking(dev);
+weft_status weft__enter_open(weft_device *dev, weft_inside *in) {
+  return enter_open(dev, in);
+}
+
+weft_status weft__enter_blocking(weft_device *dev, weft_inside *in) {
+  return enter_blocking(dev, in);
+}
+
+/* Close: waits until every caller that entered has left (a blocked read
+ * waits for its kernel: the scheduler still runs). A leaving caller touches
+ * nothing after its decrement, so this polls, backing off to 1 ms. */
+static void callers_drain(weft_device *dev) {
+  for (unsigned spins = 0;; spins += spins < 192) {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < WEFT_CALLER_SHARDS; i++)
+      n += atomic_load_explicit(&dev->callers[i].n, memory_order_seq_cst);
+    if (n == 0) return;
+    if (spins < 64) {
+      weft__cpu_relax();
+    } else if (spins < 128) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, spins < 192 ? 50000L : 1000000L};
+      nanosleep(&ts, NULL);
+    }
+  }
 }
 
 /* A buffer as reports print it: the slot index names a live buffer. */
@@ -308,7 +359,7 @@ static void do_create(weft_device *dev, cmd *c) {
   b->mem.handle_refs = 1;
   dev->stats.buffers_live++;
   s->obj = b;
-  weft__capture_on_create(dev, slot_of(dev, c->stream), b->id);
+  weft__capture_on_create(dev, c->stream, b->id);
   b->pending++; /* a reclaim callback may release it: the reservation keeps it alive */
   weft_status st = weft__dev_reserve(dev, b, slot_of(dev, c->stream));
   b->pending--;
@@ -691,7 +742,7 @@ static void sched_launch(weft_device *dev, cmd *c) {
     b->pending++;
   }
   launch_arm(dev, c);
-  if (weft__capture_record(dev, s->slot, c)) return; /* recorded, not run */
+  if (weft__capture_record(dev, c)) return; /* recorded, not run */
   c->task.run = run_launch;
   weft__ms_register(dev, s->slot, c);
 }
@@ -761,14 +812,14 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
     return;
   }
   if (!write) {
-    weft_status refused = weft__capture_refuse_sync(dev, slot_of(dev, c->stream), "read");
+    weft_status refused = weft__capture_refuse_sync(dev, c->stream, "read");
     if (refused) {
       weft__token_complete(c->token, refused);
       weft__cmd_free(c);
       return;
     }
   } else {
-    weft__capture_on_write(dev, slot_of(dev, c->stream), b->id);
+    weft__capture_on_write(dev, c->stream, b->id);
   }
   weft_stream *s = stream_or_fail(dev, c, b, write);
   if (!s) {
@@ -797,7 +848,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
 
 static void sched_sync(weft_device *dev, cmd *c) {
   uint32_t slot = slot_of(dev, c->stream);
-  weft_status refused = weft__capture_refuse_sync(dev, slot, "sync");
+  weft_status refused = weft__capture_refuse_sync(dev, c->stream, "sync");
   if (refused) {
     weft__token_complete(c->token, refused);
     weft__cmd_free(c);
@@ -1480,7 +1531,10 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
 
 void weft_device_close(weft_device *dev) {
   if (!dev) return;
-  atomic_store_explicit(&dev->closing, 1, memory_order_release);
+  /* From here every call is refused; the calls already inside finish first,
+   * their commands ahead of the shutdown (see weft__enter). */
+  atomic_store_explicit(&dev->closing, 1, memory_order_seq_cst);
+  callers_drain(dev);
   /* Close cannot fail: the shutdown command lives on this stack (bytes 0,
    * never freed), which is safe because close waits for the scheduler. */
   cmd c_stack;
@@ -1544,7 +1598,8 @@ weft_stream_id weft_stream_current(void) {
 weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t size,
                                weft_buffer *out) {
   if (out) out->id = 0;
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   if (size == 0) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "buffer size is 0");
@@ -1579,7 +1634,8 @@ weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t
 }
 
 weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   if ((st = lookup_buffer(dev, buf, NULL))) return st;
   if (weft__dev_scheduling() == dev && dev->in_reclaim &&
@@ -1614,7 +1670,8 @@ static bool staging_take(weft_device *dev, uint64_t len) {
 
 weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                               uint64_t offset, const void *src, uint64_t len) {
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   uint64_t size;
   if ((st = lookup_buffer(dev, buf, &size))) return st;
@@ -1673,7 +1730,8 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
 
 weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffer buf,
                              uint64_t offset, void *dst, uint64_t len) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   uint64_t size;
   if ((st = lookup_buffer(dev, buf, &size))) return st;
@@ -1727,7 +1785,8 @@ weft_status weft__kernel_register(weft_device *dev, const char *name, const weft
 weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn, void *user,
                              weft_kernel *out) {
   if (out) out->id = 0;
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   if (dev->gpu)
@@ -1750,14 +1809,13 @@ static weft_status check_dims(const uint32_t d[3], const char *what) {
   return NULL;
 }
 
-/* Checks a launch's arguments; |resolved| (num_bindings entries) receives
- * the bindings with WEFT_WHOLE sizes resolved. */
+/* Checks a launch's arguments (the caller is inside the device); |resolved|
+ * (num_bindings entries) receives the bindings with WEFT_WHOLE sizes resolved. */
 weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint32_t grid[3],
                                const uint32_t block[3], const weft_binding *bindings,
                                size_t num_bindings, const void *scalars, size_t scalar_bytes,
                                weft_binding *resolved) {
-  weft_status st = check_device(dev);
-  if (st) return st;
+  weft_status st;
   uint32_t kidx = (uint32_t)kernel.id - 1u;
   if ((uint32_t)(kernel.id >> 32) != dev->tag || (uint32_t)kernel.id == 0 ||
       kidx >= WEFT_MAX_KERNELS ||
@@ -1831,9 +1889,12 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *bindings, size_t num_bindings, const void *scalars,
                         size_t scalar_bytes) {
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
+  if (st) return st;
   weft_binding resolved[WEFT_MAX_BINDINGS];
-  weft_status st = weft__launch_check(dev, kernel, grid, block, bindings, num_bindings, scalars,
-                                      scalar_bytes, resolved);
+  st = weft__launch_check(dev, kernel, grid, block, bindings, num_bindings, scalars, scalar_bytes,
+                          resolved);
   if (st) return st;
   cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, num_bindings, scalars,
                               scalar_bytes);
@@ -1844,7 +1905,8 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
 }
 
 weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   cmd *c = weft__cmd_new(dev, CMD_SYNC, 0);
   if (!c) return oom(sizeof(cmd), "a sync command");
@@ -1857,7 +1919,8 @@ weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
 }
 
 weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   if (n && !bufs) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "bufs is NULL");
   if (n > UINT32_MAX) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "too many buffers");
@@ -1878,7 +1941,8 @@ weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
 }
 
 weft_status weft_device_info_get(weft_device *dev, weft_device_info *out) {
-  weft_status st = check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   memset(out, 0, sizeof(*out));
@@ -1896,7 +1960,8 @@ weft_status weft_device_info_get(weft_device *dev, weft_device_info *out) {
 }
 
 weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   cmd *c = weft__cmd_new(dev, CMD_STATS, 0);
@@ -1910,7 +1975,9 @@ weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
 }
 
 weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn, void *user) {
-  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_open(dev, &in);
+  if (st) return st;
   /* release: a worker that loads the function sees its user pointer. */
   atomic_store_explicit(&dev->on_poison_user, user, memory_order_release);
   atomic_store_explicit(&dev->on_poison, fn, memory_order_release);
@@ -1918,7 +1985,8 @@ weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn,
 }
 
 weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
-  weft_status st = check_blocking(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_blocking(dev, &in);
   if (st) return st;
   if (!spec) spec = ""; /* clears, as an empty spec does */
   size_t len = strlen(spec);
@@ -1935,6 +2003,9 @@ weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
 
 weft_status weft_device_poisoned(weft_device *dev) {
   if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  WEFT_INSIDE in = {0};
+  weft_status st = enter_open(dev, &in);
+  if (st) return st;
   if (!poisoned(dev)) return NULL;
   return weft_error_clone(dev->poison_error);
 }

@@ -139,6 +139,7 @@ typedef struct weft_batch {
  * while the caller waits (a thread that cannot wait always stages). */
 #define WEFT_WRITE_STAGE_MAX (UINT64_C(4) << 20)
 #define WEFT_STAGING_WINDOW  (UINT64_C(64) << 20)
+#define WEFT_CALLER_SHARDS 16u           /* lines the count of callers inside is spread over */
 
 /* A launch with 3 bindings on a 4-stream device (the common shape) fits the
  * smallest command class: a few more bytes in |cmd| double its footprint
@@ -180,6 +181,12 @@ struct weft_device {
   weft_eventcount room;          /* clients waiting for pending < max_pending park here */
   _Atomic uint64_t staged_bytes; /* staged write bytes not yet freed (the staging window) */
   _Alignas(64) _Atomic uint64_t launches_submitted;
+  /* Callers inside a public call (weft__enter), spread over lines picked per
+   * thread so that entering touches no line another thread writes; close
+   * waits until their sum is 0 before it stops the scheduler. */
+  struct weft_callers {
+    _Alignas(64) _Atomic uint64_t n;
+  } callers[WEFT_CALLER_SHARDS];
   /* ---- scheduler thread only ---- */
   _Alignas(64) weft_storage *storage;
   weft_failures failures; /* the error graph and the failure-store surface */
@@ -309,8 +316,25 @@ weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out);
 void weft__gpu_capture_free(weft_device *dev, cmd *graph_launch);
 void weft__dev_release_now(weft_device *dev, uint64_t buffer);
 void weft__buf_free(weft_device *dev, weft_buf *b);
-weft_status weft__check_device(weft_device *dev);
-weft_status weft__check_blocking(weft_device *dev);
+/* Every public call on a device runs inside it: weft__enter counts the
+ * caller in (or refuses: NULL device, "device is closing", poisoned), and
+ * weft__leave, run by the cleanup of a WEFT_INSIDE variable on every return
+ * path, counts it out. Close sets |closing| and waits for the count to drain
+ * while the scheduler still runs, so a call that entered first completes
+ * (its commands are processed, a blocked read gets its answer) and the
+ * device's memory outlives every caller; a call that enters later is refused
+ * and touches only the count and the flag. */
+typedef struct weft_inside {
+  weft_device *dev; /* set once inside */
+  uint32_t shard;
+} weft_inside;
+weft_status weft__enter(weft_device *dev, weft_inside *in);
+/* As weft__enter, on a poisoned device too (destroy, the poison calls). */
+weft_status weft__enter_open(weft_device *dev, weft_inside *in);
+/* As weft__enter, then refuses a call from the device's own scheduler thread. */
+weft_status weft__enter_blocking(weft_device *dev, weft_inside *in);
+void weft__leave(weft_inside *in);
+#define WEFT_INSIDE __attribute__((cleanup(weft__leave))) weft_inside
 /* Queues a chain of commands (linked through task.link, in order) at once. */
 void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last);
 
@@ -331,7 +355,9 @@ void weft__launch_copy(cmd *c, const cmd *r);
  * pinned, registered. |instance|: the in-flight count of the replay instance
  * that owns |c| (not freed at retirement), or NULL for a pooled command. */
 void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance);
-/* Clients that wait for room (back-pressure, a free replay instance). */
+/* Clients that wait for room (back-pressure, a free replay instance).
+ * |ready| may take what it waits for: it is called until it returns true,
+ * and never again after. */
 void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg);
 /* Scope id, failpoints, then SchedulerMultiStream registration. */
 void weft__launch_register(weft_device *dev, cmd *c);
@@ -339,10 +365,12 @@ void weft__launch_register(weft_device *dev, cmd *c);
 void weft__launch_discard(weft_device *dev, cmd *c);
 
 /* Capture (capture.c), called by the scheduler. */
-bool weft__capture_record(weft_device *dev, uint32_t slot, cmd *c); /* true: taken */
-void weft__capture_on_create(weft_device *dev, uint32_t slot, uint64_t buffer);
-void weft__capture_on_write(weft_device *dev, uint32_t slot, uint64_t buffer);
-weft_status weft__capture_refuse_sync(weft_device *dev, uint32_t slot, const char *what);
+/* The hooks act only on the stream ids a capture was opened on (not on
+ * every id that folds onto its slots). */
+bool weft__capture_record(weft_device *dev, cmd *c); /* true: taken */
+void weft__capture_on_create(weft_device *dev, weft_stream_id stream, uint64_t buffer);
+void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t buffer);
+weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what);
 bool weft__capture_keep(weft_device *dev, weft_buf *b); /* true: held until begin */
 bool weft__capture_cleanup_skipped(weft_device *dev, uint32_t slot);
 void weft__capture_process(weft_device *dev, cmd *c);

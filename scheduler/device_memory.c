@@ -266,15 +266,9 @@ void weft__dev_memory_call(weft_device *dev, cmd *c) {
  */
 
 static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
-  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
-  if (atomic_load_explicit(&dev->closing, memory_order_acquire))
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closed");
-  if (atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1)
-    return weft_error_clone(dev->poison_error);
-  if (weft__dev_scheduling() == dev)
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                           "a blocking call from the device's own scheduler thread (a reclaim "
-                           "callback) would deadlock");
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_blocking(dev, &in);
+  if (st) return st;
   cmd *c = weft__cmd_new(dev, CMD_MEMORY, 0);
   if (!c)
     return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "no memory for a command");

@@ -32,6 +32,7 @@ typedef struct tg_node {
 
 struct weft_taskgraph {
   weft_device *dev;
+  weft_allocator alloc; /* the device's, copied: destroy touches no device */
   tg_node *nodes;
   uint32_t n, cap;
   uint32_t (*edges)[2];
@@ -47,24 +48,28 @@ static weft_status oom(size_t bytes, const char *what) {
 weft_status weft_taskgraph_create(weft_device *dev, weft_taskgraph **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
-  weft_status st = weft__check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
   if (st) return st;
   weft_taskgraph *g = weft__calloc(&dev->alloc, sizeof(*g), 16);
   if (!g) return oom(sizeof(*g), "a task graph");
   g->dev = dev;
+  g->alloc = dev->alloc;
   g->max_lanes = dev->max_streams;
   *out = g;
   return NULL;
 }
 
 static void node_free(weft_taskgraph *g, tg_node *nd) {
-  weft__free(&g->dev->alloc, nd->bindings, sizeof(weft_binding) * nd->nb, 16);
-  weft__free(&g->dev->alloc, nd->scalars, nd->scalar_bytes, 16);
+  weft__free(&g->alloc, nd->bindings, sizeof(weft_binding) * nd->nb, 16);
+  weft__free(&g->alloc, nd->scalars, nd->scalar_bytes, 16);
 }
 
+/* The graph is the caller's alone: before or after the device closes,
+ * destroy frees it and nothing else. */
 void weft_taskgraph_destroy(weft_taskgraph *g) {
   if (!g) return;
-  const weft_allocator *a = &g->dev->alloc;
+  const weft_allocator *a = &g->alloc;
   for (uint32_t i = 0; i < g->n; i++) node_free(g, &g->nodes[i]);
   weft__free(a, g->nodes, sizeof(tg_node) * g->cap, 16);
   weft__free(a, g->edges, sizeof(uint32_t[2]) * g->ecap, 16);
@@ -91,9 +96,12 @@ weft_status weft_taskgraph_add_launch(weft_taskgraph *g, weft_kernel kernel, con
   if (!g) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "graph is NULL");
   if (g->n == UINT32_MAX - 1)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "the graph is full");
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(g->dev, &in);
+  if (st) return st;
   weft_binding resolved[WEFT_MAX_BINDINGS];
-  weft_status st = weft__launch_check(g->dev, kernel, grid, block, bindings, num_bindings, scalars,
-                                      scalar_bytes, resolved);
+  st = weft__launch_check(g->dev, kernel, grid, block, bindings, num_bindings, scalars,
+                          scalar_bytes, resolved);
   if (st) return st;
   const weft_allocator *a = &g->dev->alloc;
   if (!weft__grow(a, (void **)&g->nodes, &g->cap, g->n + 1, sizeof(tg_node)))
@@ -149,7 +157,8 @@ weft_status weft_taskgraph_add_launch(weft_taskgraph *g, weft_kernel kernel, con
 weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
   if (!g) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "graph is NULL");
   weft_device *dev = g->dev;
-  weft_status st = weft__check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
   if (st || !g->n) return st;
   /* Every buffer still live, then every command built, then one push: the
    * graph is queued whole or not at all. */

@@ -212,7 +212,15 @@ WEFT_API void weft_device_options_init(weft_device_options *opts);
 /* Opens a device. NULL opts: defaults. *out is NULL on failure. */
 WEFT_API weft_status weft_device_open(const weft_device_options *opts, weft_device **out);
 /* Drains every submitted command, joins the device's threads and frees
- * everything, buffers the caller never released included. NULL is a no-op. */
+ * everything, buffers the caller never released included. NULL is a no-op.
+ * Calls racing close on other threads: a call already inside weft when close
+ * starts completes normally before close goes on (a read blocked on a kernel
+ * gets its answer, a client parked in back-pressure is served), and close
+ * keeps the device's memory until every such caller has left; a call that
+ * starts after close began is refused with InvalidArgument "device is
+ * closing". Once close has returned the device pointer is freed: a call that
+ * begins then is a use after free, as after free(). Close from a kernel or a
+ * reclaim callback would wait for itself: don't. */
 WEFT_API void weft_device_close(weft_device *dev);
 
 /* ---- streams, buffers, kernels, launches ------------------------------------------------- */
@@ -236,7 +244,13 @@ typedef struct {
 #define WEFT_MAX_SCALAR_BYTES 4096u               /* scalar bytes per launch */
 #define WEFT_MAX_BUFFER_SIZE  (UINT64_C(1) << 48) /* larger sizes are InvalidArgument */
 
-/* The calling thread's default stream: distinct for each thread. */
+/* The calling thread's default stream. "Distinct for each thread": the first
+ * call on a thread takes the next value of one process-wide counter (0, 1,
+ * 2, ... in the order threads first ask), so no two threads get the same id,
+ * on any device. A device still folds ids onto its max_streams slots
+ * (id % max_streams): threads whose ids share a slot share its queue and
+ * memory, so their work is ordered on one stream; but a capture opened on
+ * one thread's id records only that id's launches, never another thread's. */
 WEFT_API weft_stream_id weft_stream_current(void);
 
 /* Creates a buffer of |size| bytes living on |stream|'s memory. Async: the
@@ -493,6 +507,9 @@ WEFT_API weft_status weft_device_poisoned(weft_device *dev);
  * written on a capturing stream (a recording must not allocate, and a write
  * would replay stale bytes: refresh inputs between replays instead) and a
  * read or sync on one (no host sync inside a window: the call fails).
+ * A capture records exactly the launches submitted on the stream ids it was
+ * opened on; work on other ids that fold onto the same slots runs normally
+ * (the slots' memory rules, Forbidden and cleanup, still cover those ids).
  * Memory cleanup of a capturing stream is a no-op. Every buffer a recording
  * uses stays alive until destroy, released or not. A transition out of order
  * fails with Generic and changes nothing; abort ends the window from any state
@@ -510,11 +527,22 @@ WEFT_API weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id
 WEFT_API weft_status weft_capture_begin(weft_capture *cap);
 WEFT_API weft_status weft_capture_end(weft_capture *cap);
 WEFT_API weft_status weft_capture_abort(weft_capture *cap);
-/* Asynchronous, like a launch: returns only state errors. */
+/* Asynchronous, like a launch: returns only state errors (and OutOfMemory
+ * for its command). Any number of threads may replay one capture. Inside a
+ * dry run (weft_memory_dry_run) a replay is dropped like every launch:
+ * counted in launches and launches_dry, not run. */
 WEFT_API weft_status weft_capture_replay(weft_capture *cap);
 WEFT_API weft_capture_state weft_capture_state_of(const weft_capture *cap); /* 0 for NULL */
 WEFT_API size_t weft_capture_launches(const weft_capture *cap);             /* recorded launches */
-WEFT_API void weft_capture_destroy(weft_capture *cap);                      /* NULL is a no-op */
+/* Waits until no replay of |cap| runs, then frees it and everything it holds.
+ * NULL is a no-op. Either order with weft_device_close is safe: close ends
+ * every live capture and frees what the device owns (the recording, its
+ * instances, the buffers it kept alive), leaving the weft_capture object to
+ * the caller; destroy after close then frees only that object (it touches no
+ * device; the device's allocator must still work). After close every other
+ * call on the capture fails with InvalidArgument ("device is closed"), and
+ * its state reads ABORTED. */
+WEFT_API void weft_capture_destroy(weft_capture *cap);
 
 /* ---- task graphs ---------------------------------------------------------------
  * A DAG of launches built once and submitted many times. Edges come from the
@@ -552,7 +580,11 @@ WEFT_API weft_status weft_taskgraph_edge(const weft_taskgraph *g, size_t i, uint
                                          uint32_t *to);
 /* Graphviz text (free with weft_free): nodes named by kernel, lanes as colors. */
 WEFT_API weft_status weft_taskgraph_to_dot(const weft_taskgraph *g, char **out);
-WEFT_API void weft_taskgraph_destroy(weft_taskgraph *g); /* NULL is a no-op */
+/* Frees the graph (NULL is a no-op). A graph is the caller's alone, so
+ * destroy may come before or after weft_device_close: after close it frees
+ * only the graph and touches no device (the device's allocator must still
+ * work). Every other call on a graph needs its device open. */
+WEFT_API void weft_taskgraph_destroy(weft_taskgraph *g);
 
 /* ---- statistics ------------------------------------------------------------------------ */
 

@@ -151,7 +151,8 @@ void weft__gpu_sync_point(weft_device *dev, weft_stream *s) {
 
 weft_status weft_module_load(weft_device *dev, const void *image, size_t bytes, weft_module *out) {
   if (out) out->id = 0;
-  weft_status st = weft__check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   if (!dev->gpu)
@@ -217,7 +218,8 @@ static weft_status parse_params(const char *params, weft_kernel_entry *k) {
 weft_status weft_kernel_cuda(weft_device *dev, weft_module module, const char *entry,
                              const char *params, weft_kernel *out) {
   if (out) out->id = 0;
-  weft_status st = weft__check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   if (!dev->gpu)

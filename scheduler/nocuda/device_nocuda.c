@@ -73,7 +73,8 @@ void weft__gpu_stats(weft_device *dev, weft_device_stats *out) {
 weft_status weft_module_load(weft_device *dev, const void *image, size_t bytes, weft_module *out) {
   (void)image, (void)bytes;
   if (out) out->id = 0;
-  weft_status st = weft__check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
   return st ? st : absent();
 }
 
@@ -81,7 +82,8 @@ weft_status weft_kernel_cuda(weft_device *dev, weft_module module, const char *e
                              const char *params, weft_kernel *out) {
   (void)module, (void)entry, (void)params;
   if (out) out->id = 0;
-  weft_status st = weft__check_device(dev);
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
   return st ? st : absent();
 }
 

@@ -8,6 +8,9 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -265,7 +268,7 @@ Test(window, no_host_sync_inside_and_cleanup_is_a_no_op, .timeout = 60) {
   EXPECT_KIND(weft_sync(e.dev, 0), WEFT_ERR_GENERIC, "no host sync while recording");
   uint32_t got[ELEMS];
   EXPECT_KIND(weft_buffer_read(e.dev, 0, x, 0, got, BYTES), WEFT_ERR_GENERIC,
-              "a read on stream slot 0");
+              "a read on stream 0 (slot 0)");
   expect_all(e.dev, 1, x, 3, "a read on another stream is fine");
   EXPECT_KIND(weft_capture_end(cap), WEFT_ERR_GENERIC, "sync");
   weft_capture_destroy(cap);
@@ -338,7 +341,8 @@ Test(lifetime, abort_gives_back_everything_and_destroy_waits_for_replays, .timeo
   env_close(&e);
 }
 
-Test(lifetime, close_ends_live_captures_without_leaks, .timeout = 60) {
+Test(lifetime, close_ends_live_captures_and_destroy_after_close_frees_only_the_object,
+     .timeout = 60) {
   env e = env_new();
   kernels k = make_kernels(e.dev);
   weft_buffer x = make_buffer(e.dev, 0);
@@ -348,7 +352,19 @@ Test(lifetime, close_ends_live_captures_without_leaks, .timeout = 60) {
   EXPECT_OK(weft_capture_end(cap));
   EXPECT_OK(weft_capture_replay(cap));
   weft_capture *open_window = prepare_on(e.dev, 1);
-  (void)open_window;
+  weft_capture *destroyed = prepare_on(e.dev, 2);
+  weft_capture_destroy(destroyed); /* before close: all of it goes */
+  weft_device *dev = e.dev;
+  e.dev = NULL;
+  weft_device_close(dev); /* ends both captures and frees what they held */
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_ABORTED);
+  cr_assert_eq(weft_capture_launches(cap), 0);
+  EXPECT_KIND(weft_capture_replay(cap), WEFT_ERR_INVALID_ARGUMENT, "device is closed");
+  EXPECT_KIND(weft_capture_begin(open_window), WEFT_ERR_INVALID_ARGUMENT, "device is closed");
+  weft_alloc_counts c = weft_counting_allocator_counts(e.ca);
+  cr_assert_eq(c.live_blocks, 2, "only the two capture objects are left, the caller's");
+  weft_capture_destroy(cap); /* after close: frees the object and nothing else */
+  weft_capture_destroy(open_window);
   env_close(&e); /* checks that nothing leaked */
 }
 
@@ -411,6 +427,162 @@ Test(replay, replays_allocate_nothing_once_warm, .timeout = 60) {
   cr_assert_eq(after.allocs, before.allocs, "%" PRIu64 " allocations over 16,000 replayed launches",
                after.allocs - before.allocs);
   expect_all(e.dev, 0, x, 8 * 4000, "x");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+/* ---- a replay that runs out of memory ---- */
+
+/* Allocations fail on the thread that sets |fail_here| (the client's own
+ * command), or everywhere while |fail_everywhere| is set. */
+static _Thread_local bool fail_here;
+static _Atomic bool fail_everywhere; /* every thread */
+
+static void *failing_alloc(void *self, size_t size, size_t align) {
+  const weft_allocator *inner = self;
+  return fail_here || atomic_load(&fail_everywhere) ? NULL : inner->alloc(inner->self, size, align);
+}
+
+static void failing_free(void *self, void *p, size_t size, size_t align) {
+  const weft_allocator *inner = self;
+  inner->free(inner->self, p, size, align);
+}
+
+static _Atomic bool gate_open;
+
+static weft_status k_gate(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx, (void)user;
+  while (!atomic_load(&gate_open)) sched_yield();
+  return NULL;
+}
+
+Test(replay, a_replay_that_runs_out_of_memory_gives_its_slot_back, .timeout = 60) {
+  env e;
+  env_options(&e);
+  weft_allocator failing = {&e.alloc, failing_alloc, failing_free};
+  e.opts.allocator = &failing;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_kernel gate;
+  EXPECT_OK(weft_kernel_host(e.dev, "gate", k_gate, NULL, &gate));
+  weft_buffer x = make_buffer(e.dev, 0), held = make_buffer(e.dev, 1);
+  set(e.dev, &k, 0, x, 0, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  inc(e.dev, &k, 0, x, 1, 0);
+  EXPECT_OK(weft_capture_end(cap));
+  /* Stream 1 waits at a gate; the launches queued behind it hold commands,
+   * so the command pool runs dry and a replay must allocate its own. */
+  atomic_store(&gate_open, false);
+  weft_binding hb = {held, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  EXPECT_OK(weft_launch(e.dev, 1, gate, one, one, &hb, 1, NULL, 0));
+  int ooms = 0, ok = 0;
+  for (int i = 0; i < 10000 && ooms < 2 * 4; i++) {
+    for (int j = 0; j < 8; j++) inc(e.dev, &k, 1, held, 1, 0);
+    fail_here = true;
+    weft_status st = weft_capture_replay(cap);
+    fail_here = false;
+    if (!st) {
+      ok++; /* the pool still had a command */
+      continue;
+    }
+    cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_OUT_OF_MEMORY);
+    weft_error_free(st);
+    ooms++;
+  }
+  cr_assert_eq(ooms, 8, "the pool never ran dry");
+  atomic_store(&gate_open, true);
+  /* Before the fix each failure kept a slot: this replay waited forever. */
+  for (int i = 0; i < 8; i++) EXPECT_OK(weft_capture_replay(cap));
+  expect_all(e.dev, 0, x, (uint32_t)(ok + 8), "every replay that was accepted ran");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  EXPECT_OK(weft_buffer_release(e.dev, held));
+  env_close(&e);
+}
+
+Test(window, a_capture_records_only_its_own_stream_ids_and_others_on_its_slot_run, .timeout = 60) {
+  env e = env_new(); /* 4 slots: streams 0 and 4 share slot 0 */
+  kernels k = make_kernels(e.dev);
+  weft_buffer mine = make_buffer(e.dev, 0), theirs = make_buffer(e.dev, 4);
+  set(e.dev, &k, 0, mine, 0, 0);
+  set(e.dev, &k, 4, theirs, 0, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  inc(e.dev, &k, 0, mine, 1, 0);
+  inc(e.dev, &k, 4, theirs, 1, 0); /* another thread's work on the same slot: runs */
+  expect_all(e.dev, 4, theirs, 1, "a launch on stream 4 ran during the window");
+  EXPECT_OK(weft_capture_end(cap)); /* the read on stream 4 is no sync of the capture */
+  cr_assert_eq(weft_capture_launches(cap), 1, "only the launch on stream 0 was recorded");
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_capture_replay(cap));
+  expect_all(e.dev, 0, mine, 3, "each replay ran the recorded launch");
+  expect_all(e.dev, 4, theirs, 1, "no replay ran stream 4's launch");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, mine));
+  EXPECT_OK(weft_buffer_release(e.dev, theirs));
+  env_close(&e);
+}
+
+Test(replay, replays_on_clones_give_back_their_back_pressure, .timeout = 60) {
+  env e;
+  env_options(&e);
+  weft_allocator failing = {&e.alloc, failing_alloc, failing_free};
+  e.opts.allocator = &failing;
+  e.opts.max_pending_commands = 8;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  inc(e.dev, &k, 0, x, 1, 0);
+  inc(e.dev, &k, 0, x, 1, 0);
+  /* No memory for the instances at end: every replay clones the recording
+   * into pooled commands. The end's own command normally comes from the
+   * pool; if the pool was empty, end fails and changes nothing: again. */
+  for (int i = 0; weft_capture_state_of(cap) == WEFT_CAPTURE_RECORDING; i++) {
+    cr_assert_lt(i, 100, "end never got a command");
+    if (i) (void)stats_of(e.dev); /* a command back in the pool */
+    fail_everywhere = true;
+    weft_status st = weft_capture_end(cap);
+    fail_everywhere = false;
+    if (st) cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_OUT_OF_MEMORY);
+    weft_error_free(st);
+  }
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_READY);
+  /* Before the fix each clone kept a back-pressure slot: the 5th replay
+   * (8 launches) and every later call waited forever. */
+  for (int i = 0; i < 100; i++) EXPECT_OK(weft_capture_replay(cap));
+  expect_all(e.dev, 0, x, 200, "every cloned replay ran");
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+Test(replay, a_replay_during_a_dry_run_is_measured_and_not_run, .timeout = 60) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  inc(e.dev, &k, 0, x, 1, 0);
+  inc(e.dev, &k, 0, x, 1, 0);
+  EXPECT_OK(weft_capture_end(cap));
+  EXPECT_OK(weft_capture_replay(cap));
+  expect_all(e.dev, 0, x, 2, "a replay outside the dry run");
+  weft_device_stats before = stats_of(e.dev);
+  EXPECT_OK(weft_memory_dry_run(e.dev, true));
+  inc(e.dev, &k, 0, x, 1, 0); /* dropped, like the replays */
+  for (int i = 0; i < 3; i++) EXPECT_OK(weft_capture_replay(cap));
+  EXPECT_OK(weft_memory_dry_run(e.dev, false));
+  expect_all(e.dev, 0, x, 2, "the dry run changed no byte");
+  weft_device_stats after = stats_of(e.dev);
+  cr_assert_eq(after.launches_dry - before.launches_dry, 1 + 3 * 2, "every launch was measured");
+  cr_assert_eq(after.launches_replayed, before.launches_replayed, "no replayed launch ran");
+  EXPECT_OK(weft_capture_replay(cap)); /* and replays run again after it */
+  expect_all(e.dev, 0, x, 4, "a replay after the dry run");
   weft_capture_destroy(cap);
   EXPECT_OK(weft_buffer_release(e.dev, x));
   env_close(&e);

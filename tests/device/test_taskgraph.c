@@ -396,3 +396,25 @@ Test(results, a_graph_larger_than_the_back_pressure_limit_is_submitted_in_order,
   EXPECT_OK(weft_buffer_release(e.dev, x));
   env_close(&e);
 }
+
+Test(lifetime, destroy_after_close_frees_only_the_graph, .timeout = 60) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
+  weft_taskgraph *g, *kept;
+  EXPECT_OK(weft_taskgraph_create(e.dev, &g));
+  EXPECT_OK(weft_taskgraph_create(e.dev, &kept));
+  weft_binding r = bd(x, 0, WEFT_WHOLE, WEFT_READ_WRITE);
+  for (int i = 0; i < 8; i++) add_node(g, k.inc, &r, 1, 1), add_node(kept, k.inc, &r, 1, 1);
+  EXPECT_OK(weft_taskgraph_submit(g, 0));
+  weft_taskgraph_destroy(g); /* before close: the graph goes, the device runs on */
+  expect_all(e.dev, 0, x, 8, "the submitted graph ran");
+  weft_device *dev = e.dev;
+  e.dev = NULL;
+  weft_device_close(dev); /* frees what the device owns, x included */
+  weft_alloc_counts c = weft_counting_allocator_counts(e.ca);
+  cr_assert_gt(c.live_blocks, 0, "the graph is the caller's: close leaves it");
+  weft_taskgraph_destroy(kept); /* after close: frees the graph, touches no device */
+  env_close(&e);                /* nothing left */
+}
