@@ -51,9 +51,11 @@ static void expect_no_recovery(weft_device *dev) {
  * IDLE, nobody would flush the batch until the combining thread's timed
  * park, and that park counts a lost wake-up. */
 Test(hunt, a_combining_pass_leaves_no_batch_behind_on_a_stream_going_idle, .timeout = 60) {
+  /* The window (100 ms) ends before the combining thread's next timed park
+   * does (400 ms): that park, not a periodic pass, meets the batch. */
   setenv("WEFT_DELAY_SITE", "22", 1);
-  setenv("WEFT_DELAY_US", "200000", 1);
-  setenv("WEFT_PARK_MS", "20", 1);
+  setenv("WEFT_DELAY_US", "100000", 1);
+  setenv("WEFT_PARK_MS", "400", 1);
   env e;
   env_options(&e);
   e.opts.max_streams = 1;
@@ -69,7 +71,7 @@ Test(hunt, a_combining_pass_leaves_no_batch_behind_on_a_stream_going_idle, .time
    * has been taken and the combining thread parked again. */
   while (atomic_load(&weft__hunt_hits[22]) == 0) sched_yield();
   while (atomic_load(&dev->wake.raised)) sched_yield();
-  nap_ms(30);
+  nap_ms(20);
   while (atomic_load(&dev->wake.raised) || atomic_load(&dev->inbox.ec.sleepers) == 0) sched_yield();
   EXPECT_OK(weft_launch(dev, 0, k, one3, one3, NULL, 0, &i1, sizeof(i1)));
   while (!atomic_load(&ran[1])) sched_yield();
