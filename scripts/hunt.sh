@@ -106,9 +106,9 @@ run() {
 round() { # k: the round number (moves the seeds)
   local k=$1 scale seeds steps rounds limit
   if [ "$ci" = 1 ]; then
-    scale=0.02 rounds=60 seeds=40 steps=150 limit=240
+    scale=0.15 rounds=1000 seeds=300 steps=400 limit=240
   else
-    scale=0.2 rounds=300 seeds=400 steps=400 limit=1200
+    scale=1 rounds=3000 seeds=2000 steps=400 limit=1800
   fi
   (cd "$plain" && ctest --output-on-failure -j2 -R '^hunt_' >"../$logdir/suite.log" 2>&1) || {
     echo "hunt: FAILED: the hunting suite (ctest -R '^hunt_' in $plain)"
