@@ -1192,13 +1192,15 @@ static bool role_try(weft_device *dev) {
          !atomic_exchange_explicit(&dev->role, 1, memory_order_acquire);
 }
 
-/* Lets go of the role, then fences: the holder's inbox load that follows
- * pairs with a producer's push, fence, role load (weft__cmd_submit_chain).
- * The inbox head is a ck load, not a seq_cst atomic, so without the fence
- * the load could be satisfied before the store is visible (C11; x86 only
- * happens not to), and both would miss each other: a stranded command. */
+/* Lets go of the role (release: the next holder sees the device state),
+ * then fences: the holder's inbox load that follows pairs with a producer's
+ * push, fence, role load (weft__cmd_submit_chain). The inbox head is a ck
+ * load, not a seq_cst atomic, so without the fence the load could be
+ * satisfied before the store is visible (C11; x86 only happened not to,
+ * the store being an xchg), and both would miss each other: a stranded
+ * command. A release store and the fence cost what the seq_cst store did. */
 static void role_release(weft_device *dev) {
-  atomic_store_explicit(&dev->role, 0, memory_order_seq_cst);
+  atomic_store_explicit(&dev->role, 0, memory_order_release);
   atomic_thread_fence(memory_order_seq_cst);
 }
 
