@@ -49,6 +49,7 @@ static inline void weft_inbox_push_chain_quiet(weft_inbox *q, ck_stack_entry_t *
     first->next = head;
     ck_pr_fence_store();
     WEFT_TSAN_RELEASE(q);
+    WEFT_HUNT_POINT(10);
     if (ck_pr_cas_ptr_value(&q->stack.head, head, last, &head)) break;
     ck_pr_stall();
   }
@@ -58,6 +59,8 @@ static inline void weft_inbox_push_chain_quiet(weft_inbox *q, ck_stack_entry_t *
 static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
                                          ck_stack_entry_t *last) {
   weft_inbox_push_chain_quiet(q, first, last);
+  WEFT_HUNT_POINT(11);
+  if (WEFT_HUNT_DROP(WEFT_HUNT_INBOX, &q->ec.sleepers)) return;
   weft__ec_notify(&q->ec);
 }
 

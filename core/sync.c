@@ -1,6 +1,9 @@
 #include "core/sync.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <linux/futex.h>
 #include <time.h>
 #include <sched.h>
@@ -38,4 +41,30 @@ void *weft__token_wait(weft_token *t) {
   }
   while (!atomic_load_explicit(&t->done, memory_order_acquire)) weft__futex_wait(&t->done, 0);
   return t->result;
+}
+
+weft_park weft__ec_wait_owed(weft_eventcount *ec, uint32_t k, uint64_t ns,
+                             bool (*owed)(void *arg, int pass), void *arg) {
+  WEFT_HUNT_POINT(3);
+  if (weft__futex_wait_ns(&ec->epoch, k, ns) ||
+      atomic_load_explicit(&ec->epoch, memory_order_acquire) != k) {
+    atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
+    return WEFT_PARK_WOKEN;
+  }
+  /* Still a sleeper: a notify on its way bumps the epoch and wakes us. */
+  bool stranded = owed(arg, 0);
+  bool late = stranded && (weft__futex_wait_ns(&ec->epoch, k, WEFT_PARK_GRACE_NS) ||
+                           atomic_load_explicit(&ec->epoch, memory_order_acquire) != k);
+  atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
+  if (!stranded || late || !owed(arg, 1)) return WEFT_PARK_TIMED_OUT;
+  return WEFT_PARK_LOST;
+}
+
+bool weft__wakeup_lost_report(const char *what) {
+  static _Atomic int reported;
+  const char *e = getenv("WEFT_STRICT_WAKEUPS");
+  if (!e || !*e || !strcmp(e, "0") || atomic_exchange(&reported, 1)) return false;
+  fprintf(stderr, "weft: WEFT_STRICT_WAKEUPS: a parked thread recovered a lost wake-up: %s\n",
+          what);
+  return true;
 }

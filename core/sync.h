@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/hunt.h"
+
 #if defined(__SANITIZE_THREAD__)
 #define WEFT_TSAN 1
 #elif defined(__has_feature)
@@ -50,16 +52,19 @@ typedef struct weft_eventcount {
 
 static inline uint32_t weft__ec_prepare(weft_eventcount *ec) {
   uint32_t k = atomic_load_explicit(&ec->epoch, memory_order_acquire);
+  WEFT_HUNT_POINT(1);
   atomic_fetch_add_explicit(&ec->sleepers, 1, memory_order_seq_cst);
   /* seq_cst pairs with notify's fence: either the producer sees sleepers > 0
    * or the consumer's recheck sees the producer's condition. */
   atomic_thread_fence(memory_order_seq_cst);
+  WEFT_HUNT_POINT(2);
   return k;
 }
 static inline void weft__ec_cancel(weft_eventcount *ec) {
   atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
 }
 static inline void weft__ec_wait(weft_eventcount *ec, uint32_t k) {
+  WEFT_HUNT_POINT(3);
   weft__futex_wait(&ec->epoch, k);
   atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
 }
@@ -67,24 +72,49 @@ static inline void weft__ec_wait(weft_eventcount *ec, uint32_t k) {
  * thread that owes the device progress (the scheduler, the host pool) waits
  * this way: a wake-up that never comes costs it |ns|, never a hang. */
 static inline bool weft__ec_wait_ns(weft_eventcount *ec, uint32_t k, uint64_t ns) {
+  WEFT_HUNT_POINT(3);
   bool woken = weft__futex_wait_ns(&ec->epoch, k, ns);
   atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
   return woken;
 }
 
+/* A timed park that tells a lost wake-up from a late one, for the threads
+ * that owe the device progress. Parks as weft__ec_wait_ns; when that times
+ * out, asks |owed(arg, 0)| whether work is waiting that this thread should
+ * have been woken for. If so, parks once more for WEFT_PARK_GRACE_NS, still
+ * counted among the sleepers: a producer still between making the work
+ * visible and notifying (preempted there) finds this thread and wakes it,
+ * which is a late wake-up, not a lost one. Only when that park times out too
+ * and |owed(arg, 1)| still holds was a notification lost.
+ * WEFT_PARK_WOKEN: a notification came (or the epoch moved: another
+ * consumer was woken for it); WEFT_PARK_TIMED_OUT: nothing owed, or a late
+ * notification; WEFT_PARK_LOST: counted by the caller. */
+typedef enum { WEFT_PARK_WOKEN, WEFT_PARK_TIMED_OUT, WEFT_PARK_LOST } weft_park;
+#define WEFT_PARK_GRACE_NS (UINT64_C(100) * 1000u * 1000u)
+weft_park weft__ec_wait_owed(weft_eventcount *ec, uint32_t k, uint64_t ns,
+                             bool (*owed)(void *arg, int pass), void *arg);
+/* WEFT_STRICT_WAKEUPS: true once per process, on the first lost wake-up a
+ * parked thread recovered while the variable is set, after printing |what|
+ * to stderr; the caller then prints the state it can see. */
+bool weft__wakeup_lost_report(const char *what);
+
 static inline void weft__ec_notify(weft_eventcount *ec) {
+  WEFT_HUNT_POINT(4);
   atomic_thread_fence(memory_order_seq_cst);
   if (atomic_load_explicit(&ec->sleepers, memory_order_relaxed) != 0) {
     atomic_fetch_add_explicit(&ec->epoch, 1, memory_order_release);
+    WEFT_HUNT_POINT(5);
     weft__futex_wake(&ec->epoch, 0x7fffffff);
   }
 }
 
 /* Wakes one parked consumer (for a pool of interchangeable consumers). */
 static inline void weft__ec_notify_one(weft_eventcount *ec) {
+  WEFT_HUNT_POINT(6);
   atomic_thread_fence(memory_order_seq_cst);
   if (atomic_load_explicit(&ec->sleepers, memory_order_relaxed) != 0) {
     atomic_fetch_add_explicit(&ec->epoch, 1, memory_order_release);
+    WEFT_HUNT_POINT(7);
     weft__futex_wake(&ec->epoch, 1);
   }
 }
@@ -99,7 +129,8 @@ typedef struct weft_signal {
 
 static inline void weft__signal_raise(weft_signal *s) {
   if (!atomic_load_explicit(&s->raised, memory_order_relaxed))
-    atomic_store_explicit(&s->raised, 1, memory_order_relaxed);
+    atomic_store_explicit(&s->raised, 1, memory_order_release);
+  WEFT_HUNT_POINT(8);
   weft__ec_notify(s->ec); /* its seq_cst fence orders the flag before the sleepers check */
 }
 
@@ -122,6 +153,7 @@ static inline void weft__token_init(weft_token *t) {
 static inline void weft__token_complete(weft_token *t, void *result) {
   t->result = result;
   atomic_store_explicit(&t->done, 1, memory_order_release);
+  WEFT_HUNT_POINT(9);
   weft__futex_wake(&t->done, 1);
 }
 /* Spins a little, then parks until completed; returns the result. */

@@ -58,6 +58,7 @@ void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg) {
     weft__cpu_relax();
   }
   while (!ready(arg)) {
+    WEFT_HUNT_POINT(46);
     uint32_t k = weft__ec_prepare(&dev->room);
     if (ready(arg)) {
       weft__ec_cancel(&dev->room);
@@ -111,6 +112,7 @@ static void cmd_free_flush(weft_device *dev) {
   uint64_t n = dev->fc_pending;
   dev->fc_n = dev->fc_pending = 0;
   atomic_fetch_sub_explicit(&dev->pending, n, memory_order_seq_cst);
+  WEFT_HUNT_POINT(45);
   /* A waiting client may need room for several commands (a replay): wake
    * waiters on every pass; without one, this is a fence and a load. */
   weft__ec_notify(&dev->room);
@@ -169,7 +171,11 @@ void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last) {
     weft__signal_raise(&dev->wake);          /* end up waiting for itself */
     return;
   }
-  atomic_thread_fence(memory_order_seq_cst); /* the push before the role check */
+  WEFT_HUNT_POINT(43);
+  /* Push, fence, load the role (role_try), against the holder's release,
+   * fence, inbox load (combine, combining_thread): the holder sees this
+   * command, or this thread sees the role free and takes it. */
+  atomic_thread_fence(memory_order_seq_cst);
   combine(dev);
 }
 
@@ -1063,6 +1069,68 @@ static bool completions_ready(weft_device *dev) {
   return false;
 }
 
+/* Completed work the scheduler was owed a wake-up for: the pool raises
+ * progress after a task marked |notify| and when it leaves a stream (IDLE),
+ * not after every task, so completions on a stream still running are not
+ * (a long kernel after a short one is no lost wake-up). Host streams only:
+ * the CUDA backend's completions have their own polling. */
+static bool completions_owed(weft_device *dev) {
+  for (uint32_t i = 0; i < dev->max_streams; i++) {
+    weft_task *t = dev->fifo[i].head;
+    if (!t || dev->streams[i]->ops) continue;
+    uint64_t done = atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire);
+    if (t->seq > done) continue;
+    if (atomic_load_explicit(&dev->streams[i]->state, memory_order_acquire) == WEFT_STREAM_IDLE)
+      return true;
+    for (; t && t->seq <= done; t = t->fnext)
+      if (t->notify) return true;
+  }
+  return false;
+}
+
+/* The scheduler's view, for a lost wake-up's report (role holder only). */
+static void dev_dump(weft_device *dev) {
+  fprintf(stderr,
+          "  scheduler (%s): role %u, wake raised %u, inbox %s (parked %u, epoch %u), "
+          "held %s, pending %" PRIu64 ", inflight %" PRIu64 ", shutdown %d\n",
+          dev->combining ? "combining" : "thread", atomic_load(&dev->role),
+          atomic_load(&dev->wake.raised), weft_inbox_empty(&dev->inbox) ? "empty" : "non-empty",
+          atomic_load(&dev->inbox.ec.sleepers), atomic_load(&dev->inbox.ec.epoch),
+          dev->held_head ? "commands" : "none", atomic_load(&dev->pending), dev->inflight,
+          dev->shutdown);
+  for (uint32_t i = 0; i < dev->max_streams; i++) {
+    if (!dev->streams[i]) continue;
+    weft_task *h = dev->fifo[i].head, *t = dev->fifo[i].tail;
+    fprintf(stderr,
+            "  slot %u: batch %u, placed %" PRIu64 ", unretired %" PRIu64 "..%" PRIu64
+            ", completed %" PRIu64 "\n",
+            i, dev->batches[i].n, dev->streams[i]->submitted, h ? h->seq : 0, t ? t->seq : 0,
+            atomic_load(&dev->streams[i]->completed));
+  }
+  weft_host_pool_dump(dev->pool, stderr);
+}
+
+static void dev_lost_wakeup(weft_device *dev, const char *what) {
+  dev->stats.wakeups_recovered++;
+  if (weft__wakeup_lost_report(what)) dev_dump(dev);
+}
+
+typedef struct sched_probe {
+  weft_device *dev;
+  bool inbox;
+} sched_probe;
+
+/* The scheduler thread (or a draining role holder) after a timed-out park:
+ * work it should have been woken for. It alone consumes what it checks, so
+ * the same check after the grace park finds the same work. */
+static bool sched_owed(void *arg, int pass) {
+  sched_probe *pr = arg;
+  (void)pass;
+  return (pr->inbox && !weft_inbox_empty(&pr->dev->inbox)) ||
+         atomic_load_explicit(&pr->dev->wake.raised, memory_order_acquire) ||
+         completions_owed(pr->dev);
+}
+
 /* Parks the scheduler until a command arrives or (|completions|) a worker
  * completes something. */
 static void sched_wait(weft_device *dev, bool inbox) {
@@ -1071,6 +1139,7 @@ static void sched_wait(weft_device *dev, bool inbox) {
     if ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev)) return;
     weft__cpu_relax();
   }
+  WEFT_HUNT_POINT(40);
   uint32_t k = weft__ec_prepare(&dev->inbox.ec);
   if ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev) ||
       weft__signal_take(&dev->wake)) {
@@ -1083,10 +1152,12 @@ static void sched_wait(weft_device *dev, bool inbox) {
     if (!weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(2000000))) weft__gpu_check_poison(dev, true);
     return;
   }
-  /* Timed: a wake-up that never came costs 100 ms, not a hang (counted). */
-  if (!weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(100000000)) &&
-      ((inbox && !weft_inbox_empty(&dev->inbox)) || completions_ready(dev)))
-    dev->stats.wakeups_recovered++;
+  /* Timed: a wake-up that never came costs 100 ms (and a grace park), not
+   * a hang; counted only when it was owed (sched_owed), never for a late one. */
+  sched_probe pr = {dev, inbox};
+  if (weft__ec_wait_owed(&dev->inbox.ec, k, WEFT_HUNT_PARK(UINT64_C(100000000)), sched_owed, &pr) ==
+      WEFT_PARK_LOST)
+    dev_lost_wakeup(dev, "the scheduler's park timed out with work it was owed a wake-up for");
 }
 
 void weft__dev_process(weft_device *dev, cmd *c) {
@@ -1218,8 +1289,16 @@ static bool role_try(weft_device *dev) {
          !atomic_exchange_explicit(&dev->role, 1, memory_order_acquire);
 }
 
+/* Lets go of the role (release: the next holder sees the device state),
+ * then fences: the holder's inbox load that follows pairs with a producer's
+ * push, fence, role load (weft__cmd_submit_chain). The inbox head is a ck
+ * load, not a seq_cst atomic, so without the fence the load could be
+ * satisfied before the store is visible (C11; x86 only happened not to,
+ * the store being an xchg), and both would miss each other: a stranded
+ * command. A release store and the fence cost what the seq_cst store did. */
 static void role_release(weft_device *dev) {
-  atomic_store_explicit(&dev->role, 0, memory_order_seq_cst);
+  atomic_store_explicit(&dev->role, 0, memory_order_release);
+  atomic_thread_fence(memory_order_seq_cst);
 }
 
 /* Processes every command in the inbox, in order (role held). */
@@ -1245,6 +1324,9 @@ static void combine(weft_device *dev) {
   while (role_try(dev)) {
     scheduling = dev;
     process_inbox(dev);
+    WEFT_HUNT_POINT(44);
+    /* A batch on a stream still running stays: the pool publishes IDLE,
+     * then raises progress, which wakes the combining thread to flush it. */
     for (uint32_t i = 0; i < dev->max_streams; i++)
       if (dev->batches[i].n && weft_stream_is_idle(dev->streams[i])) weft__ms_flush(dev, i);
     if ((++dev->combines & 15u) == 0)
@@ -1252,9 +1334,42 @@ static void combine(weft_device *dev) {
     else
       cmd_free_flush(dev);
     scheduling = NULL;
-    role_release(dev);
+    role_release(dev); /* and fence: then the inbox load */
+    WEFT_HUNT_POINT(41);
     if (weft_inbox_empty(&dev->inbox)) return;
   }
+}
+
+/* The combining thread after a timed-out park: work it should have been
+ * woken for. A command left in the inbox with the role free (its pusher
+ * found the role taken and the holder missed it), a raise whose notify did
+ * not come, a partial batch on an idle host stream, owed completions. The
+ * last two are role state: it takes the role to look (a client holding it
+ * is doing the work), and a command pushed meanwhile was left to it, so it
+ * then reports nothing owed and goes to process it. */
+typedef struct combining_probe {
+  weft_device *dev;
+  ck_stack_entry_t *head;
+} combining_probe;
+
+static bool combining_owed(void *arg, int pass) {
+  combining_probe *pr = arg;
+  weft_device *dev = pr->dev;
+  ck_stack_entry_t *head = ck_pr_load_ptr(&dev->inbox.stack.head);
+  if (head && !atomic_load_explicit(&dev->role, memory_order_seq_cst)) {
+    bool same = pass == 0 || head == pr->head;
+    pr->head = head;
+    if (same) return true;
+  }
+  if (atomic_load_explicit(&dev->wake.raised, memory_order_acquire)) return true;
+  if (!role_try(dev)) return false;
+  scheduling = dev;
+  bool owed = completions_owed(dev);
+  for (uint32_t i = 0; i < dev->max_streams && !owed; i++)
+    owed = dev->batches[i].n && !dev->streams[i]->ops && weft_stream_is_idle(dev->streams[i]);
+  scheduling = NULL;
+  role_release(dev);
+  return owed && weft_inbox_empty(&dev->inbox);
 }
 
 /* The scheduler thread of a combining device: woken by the pool (a stream
@@ -1270,7 +1385,8 @@ static void *combining_thread(weft_device *dev) {
     weft__dev_flush_all(dev);
     bool done = dev->shutdown && dev->inflight == 0;
     scheduling = NULL;
-    role_release(dev);
+    role_release(dev); /* and fence: then the inbox load */
+    WEFT_HUNT_POINT(42);
     if (done) break;
     if (!weft_inbox_empty(&dev->inbox)) continue;
     uint32_t k = weft__ec_prepare(&dev->inbox.ec);
@@ -1279,7 +1395,17 @@ static void *combining_thread(weft_device *dev) {
       weft__ec_cancel(&dev->inbox.ec);
       continue;
     }
-    weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(100000000)); /* then looks around anyway */
+    /* Timed, then looks around anyway; counted when it was owed work. */
+    combining_probe pr = {dev, NULL};
+    if (weft__ec_wait_owed(&dev->inbox.ec, k, WEFT_HUNT_PARK(UINT64_C(100000000)), combining_owed,
+                           &pr) == WEFT_PARK_LOST) {
+      while (!role_try(dev)) sched_yield();
+      scheduling = dev;
+      dev_lost_wakeup(dev, "the combining thread's park timed out with work it was owed a "
+                           "wake-up for");
+      scheduling = NULL;
+      role_release(dev);
+    }
   }
   return NULL;
 }

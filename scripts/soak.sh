@@ -14,7 +14,11 @@
 #
 # Usage: scripts/soak.sh [--hours H] [--asan] [--base SEED] [--batch N]
 #                        [--steps S] [--jobs J] [--log-dir DIR]
+#        scripts/soak.sh --hunt [--hours H]
 #   --hours H    how long to run (default 1; fractions are fine: --hours 0.1)
+#   --hunt       hunt lost wake-ups instead, for H hours: scripts/hunt.sh --hours H
+#                (the stress programs and this model test pinned to one core, both
+#                scheduler modes, hunting build, WEFT_STRICT_WAKEUPS=1)
 #   --asan       build and run the ASan+UBSan build (build-asan) instead of build
 #   --base SEED  the first seed (default 100000)
 #   --batch N    seeds per run of the test binary (default 2000; 500 with --asan)
@@ -29,11 +33,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-hours=1 asan=0 base=100000 batch="" steps="" jobs=2 logdir=""
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+hours=1 asan=0 base=100000 batch="" steps="" jobs=2 logdir="" hunt=0
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --hours) hours=${2:?}; shift 2 ;;
+    --hunt) hunt=1; shift ;;
     --asan) asan=1; shift ;;
     --base) base=${2:?}; shift 2 ;;
     --batch) batch=${2:?}; shift 2 ;;
@@ -48,6 +53,7 @@ for v in "$base" "$jobs" ${batch:+"$batch"} ${steps:+"$steps"}; do
   [[ "$v" =~ ^[0-9]+$ ]] || { echo "soak.sh: '$v' is not a count" >&2; exit 2; }
 done
 [[ "$hours" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "soak.sh: --hours '$hours' is not a number" >&2; exit 2; }
+if [ "$hunt" = 1 ]; then exec ./scripts/hunt.sh --hours "$hours"; fi
 
 if [ "$asan" = 1 ]; then
   build=${WEFT_BUILD_DIR:-build-asan} san=address,undefined batch=${batch:-500}

@@ -26,6 +26,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/inbox.h"
 #include <weft/weft.h>
@@ -97,8 +98,13 @@ weft_status weft_host_pool_create(const weft_allocator *alloc, weft_signal *prog
 /* Stops the pool's threads and frees its streams (every stream must be idle:
  * the owner retired all it submitted). */
 void weft_host_pool_destroy(weft_host_pool *p);
-/* Streams a timed-out park found stranded with work (should stay 0). */
+/* Timed-out parks of the pool's threads that found a stream left with work
+ * and no thread: queued while every thread parked, idle with tasks, or
+ * blocked on a position its origin reached (should stay 0). */
 uint64_t weft_host_pool_recovered(const weft_host_pool *p);
+/* Prints the pool's threads, streams and ready-queue counters (any thread;
+ * a racy snapshot, for a lost wake-up's report). */
+void weft_host_pool_dump(const weft_host_pool *p, FILE *f);
 /* Starts a host stream on |pool| (and one more thread for the pool). */
 weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot, weft_stream **out);
 /* True when no thread runs |s| and none will without a new submission

@@ -5,18 +5,32 @@
  * runs its tasks in order. BLOCKED: its next task waits on another stream's
  * position; the thread that completes that position requeues it.
  *
- * Lost wake-ups are excluded by two store-then-load pairs (seq_cst):
+ * Lost wake-ups are excluded by store-then-load pairs, each a store, a
+ * seq_cst fence (or seq_cst accesses throughout), then a load, on both sides,
+ * so that one side always sees the other's store (docs/architecture.md, "The
+ * wake-up protocol"):
  *  - the owner pushes tasks then reads the state; a running thread going
- *    IDLE stores the state then rereads the inbox;
+ *    IDLE stores the state then rereads the inbox (the inbox head is a ck
+ *    load: both sides need the explicit fence);
  *  - a stream going BLOCKED stores the state then rereads the origin's
  *    cursor; a completing thread stores the cursor then scans for BLOCKED
- *    streams (skipped while no stream is blocked).
+ *    streams (skipped while no stream is blocked): seq_cst accesses only;
+ *  - a push publishes its cell then reads |spinners|; a looking thread
+ *    raises |spinners| (and, before parking, the event count's sleepers)
+ *    then reads the queue.
+ * A thread leaving a stream publishes IDLE before it raises progress, so
+ * whoever the raise wakes sees the stream idle.
  * The ready queue is a bounded multi-producer / multi-consumer array queue
  * (sequence-numbered cells); it never fills, since a stream is queued at
- * most once. Idle threads park on an event count; a push wakes one. */
+ * most once. Idle threads park on an event count; a push wakes one. A park
+ * is timed: a thread that times out and finds a stream left with work and no
+ * thread counts it (weft_host_pool_recovered) and requeues it. */
 #include "streams/stream.h"
 
 #include <sched.h>
+
+#include <inttypes.h>
+#include <stdio.h>
 
 #include "core/alloc.h"
 
@@ -37,13 +51,34 @@ struct weft_host_pool {
   weft_eventcount ready_ec;
   _Atomic uint32_t nblocked;  /* streams BLOCKED (or about to be) */
   _Atomic uint32_t spinners;  /* threads looking for a ready stream before parking */
-  _Atomic uint64_t recovered; /* streams found stranded by a timed-out park (should stay 0) */
+  _Atomic uint64_t recovered; /* timed-out parks that found a stream stranded (should stay 0) */
   _Atomic uint32_t stop;
   _Atomic uint32_t nstreams;
+  _Atomic uint32_t nstarted; /* threads that took an index in |tstate| */
+  struct {
+    _Alignas(64) _Atomic uint32_t v; /* what each thread does (dumps only; a line each) */
+  } tstate[WEFT_MAX_STREAMS];
   weft_stream *streams[WEFT_MAX_STREAMS]; /* published by nstreams (release) */
   pthread_t threads[WEFT_MAX_STREAMS];
   uint32_t nthreads;
 };
+
+/* A pool thread's state, for the dump a lost wake-up prints (relaxed). */
+enum { T_LOOKING, T_SPINNING, T_PARKED, T_RUNNING }; /* T_RUNNING | slot << 8 */
+static _Thread_local uint32_t thread_index;
+
+static void thread_state(weft_host_pool *p, uint32_t st) {
+  atomic_store_explicit(&p->tstate[thread_index].v, st, memory_order_relaxed);
+}
+
+/* Raises the owner's progress signal (a hunting build may drop the notify). */
+static void raise_progress(weft_host_pool *p) {
+#ifdef WEFT_HUNT
+  atomic_store_explicit(&p->progress->raised, 1, memory_order_release);
+  if (WEFT_HUNT_DROP(WEFT_HUNT_PROGRESS, &p->progress->ec->sleepers)) return;
+#endif
+  weft__signal_raise(p->progress);
+}
 
 static void ready_push(weft_host_pool *p, weft_stream *s) {
   uint64_t pos = atomic_load_explicit(&p->enq, memory_order_relaxed);
@@ -52,8 +87,10 @@ static void ready_push(weft_host_pool *p, weft_stream *s) {
     int64_t dif = (int64_t)(seq - pos);
     if (dif == 0) {
       if (atomic_compare_exchange_weak_explicit(&p->enq, &pos, pos + 1, memory_order_relaxed,
-                                                memory_order_relaxed))
+                                                memory_order_relaxed)) {
+        WEFT_HUNT_POINT(20);
         break;
+      }
     } else {
       if (dif < 0) weft__cpu_relax(); /* a consumer is freeing the cell */
       pos = atomic_load_explicit(&p->enq, memory_order_relaxed);
@@ -61,11 +98,16 @@ static void ready_push(weft_host_pool *p, weft_stream *s) {
   }
   p->cells[pos % READY_CAP].s = s;
   atomic_store_explicit(&p->cells[pos % READY_CAP].seq, pos + 1, memory_order_release);
+  WEFT_HUNT_POINT(21);
   /* A thread still looking will take it: no wake-up (a system call) needed.
    * Otherwise wake one, even if others run streams: their kernels may take
-   * long, or block. */
+   * long, or block. Publish, fence, load |spinners|, against a looking
+   * thread's spinners++ then queue load: a thread this push does not wake
+   * still sees the cell (or, once it gives up looking, the event count's
+   * recheck does). */
   atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&p->spinners, memory_order_relaxed) == 0)
+  if (atomic_load_explicit(&p->spinners, memory_order_relaxed) == 0 &&
+      !WEFT_HUNT_DROP(WEFT_HUNT_READY, &p->ready_ec.sleepers))
     weft__ec_notify_one(&p->ready_ec);
 }
 
@@ -152,12 +194,26 @@ static const weft_stream_wait *unmet_wait(const weft_task *t) {
  * used its budget. */
 static void run_stream(weft_host_pool *p, weft_stream *s) {
   atomic_store_explicit(&s->state, WEFT_STREAM_RUNNING, memory_order_relaxed);
+  thread_state(p, T_RUNNING | s->slot << 8);
   for (uint32_t budget = RUN_BUDGET;;) {
     if (!s->local) {
       s->local = weft_inbox_take(&s->inbox);
       if (!s->local) {
-        weft__signal_raise(p->progress); /* out of work: the owner retires the batch */
+        /* Out of work: publish IDLE, then raise progress (the owner retires
+         * the batch). In that order: a combining client's pass that saw the
+         * stream RUNNING left its partial batch to whoever the raise wakes,
+         * and that pass must come after the IDLE; raised first, the
+         * scheduler's pass could run before the client's and nobody would
+         * flush the batch until a timed park. */
         atomic_store_explicit(&s->state, WEFT_STREAM_IDLE, memory_order_seq_cst);
+        WEFT_HUNT_POINT(22);
+        raise_progress(p);
+        WEFT_HUNT_POINT(23);
+        /* Store IDLE, fence, load the inbox, against the owner's push,
+         * fence, load the state (weft_stream_submit): one of the two sees
+         * the other's store. The head is a ck load, so the pair needs the
+         * fence to hold in C11, not only on x86. */
+        atomic_thread_fence(memory_order_seq_cst);
         if (weft_inbox_empty(&s->inbox)) return;
         uint32_t e = WEFT_STREAM_IDLE;
         if (!atomic_compare_exchange_strong(&s->state, &e, WEFT_STREAM_RUNNING))
@@ -173,7 +229,12 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
       atomic_store_explicit(&s->block_on, o, memory_order_relaxed);
       atomic_store_explicit(&s->block_seq, need, memory_order_relaxed);
       atomic_fetch_add_explicit(&p->nblocked, 1, memory_order_seq_cst);
+      /* Store BLOCKED, load the origin's cursor, against the completer's
+       * cursor store, then nblocked and state loads (all seq_cst): either
+       * this load sees the position reached, or the completer sees BLOCKED
+       * and requeues the stream. */
       atomic_store_explicit(&s->state, WEFT_STREAM_BLOCKED, memory_order_seq_cst);
+      WEFT_HUNT_POINT(24);
       if (atomic_load_explicit(&o->completed, memory_order_seq_cst) < need) return;
       uint32_t e = WEFT_STREAM_BLOCKED;
       if (!atomic_compare_exchange_strong(&s->state, &e, WEFT_STREAM_RUNNING))
@@ -184,7 +245,7 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
     if (budget-- == 0) { /* fairness: let the other ready streams run */
       atomic_store_explicit(&s->state, WEFT_STREAM_QUEUED, memory_order_relaxed);
       ready_push(p, s);
-      weft__signal_raise(p->progress); /* the owner retires what ran, even under load */
+      raise_progress(p); /* the owner retires what ran, even under load */
       return;
     }
     s->local = s->local->next;
@@ -193,30 +254,36 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
     t->run(t);
     /* Waiters and the owner see everything the task wrote. */
     atomic_store_explicit(&s->completed, seq, memory_order_seq_cst);
+    WEFT_HUNT_POINT(25);
     weft__ec_notify(&s->done_ec);
-    if (notify) weft__signal_raise(p->progress);
+    if (notify) raise_progress(p);
+    WEFT_HUNT_POINT(26);
     if (atomic_load_explicit(&p->nblocked, memory_order_seq_cst)) wake_blocked(p, s, seq);
   }
 }
 
+/* True when |x| has work and no thread: idle with queued tasks, or blocked
+ * on a position its origin has reached. */
+static bool stream_stranded(weft_stream *x, uint32_t st) {
+  if (st == WEFT_STREAM_IDLE) return !weft_inbox_empty(&x->inbox);
+  if (st == WEFT_STREAM_BLOCKED)
+    return atomic_load_explicit(&atomic_load(&x->block_on)->completed, memory_order_seq_cst) >=
+           atomic_load(&x->block_seq);
+  return false;
+}
+
 /* Defense in depth, after a park timed out: requeues any stream left with
- * work and no thread (idle with queued tasks, or blocked on a position its
- * origin has reached). The protocol above should leave none; each one found
- * is counted. */
+ * work and no thread. The protocol above should leave none; the park that
+ * found one counts it (pool_owed). */
 static void rescue(weft_host_pool *p) {
   uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_acquire);
   for (uint32_t i = 0; i < n; i++) {
     weft_stream *x = p->streams[i];
     uint32_t st = atomic_load_explicit(&x->state, memory_order_seq_cst), e = st;
-    bool stranded = false;
-    if (st == WEFT_STREAM_IDLE)
-      stranded = !weft_inbox_empty(&x->inbox);
-    else if (st == WEFT_STREAM_BLOCKED)
-      stranded = atomic_load_explicit(&atomic_load(&x->block_on)->completed,
-                                      memory_order_seq_cst) >= atomic_load(&x->block_seq);
-    if (!stranded || !atomic_compare_exchange_strong(&x->state, &e, WEFT_STREAM_QUEUED)) continue;
+    if (!stream_stranded(x, st) ||
+        !atomic_compare_exchange_strong(&x->state, &e, WEFT_STREAM_QUEUED))
+      continue;
     if (st == WEFT_STREAM_BLOCKED) atomic_fetch_sub_explicit(&p->nblocked, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->recovered, 1, memory_order_relaxed);
     ready_push(p, x);
   }
 }
@@ -225,34 +292,129 @@ uint64_t weft_host_pool_recovered(const weft_host_pool *p) {
   return p ? atomic_load_explicit(&((weft_host_pool *)p)->recovered, memory_order_relaxed) : 0;
 }
 
+static const char *state_name(uint32_t st) {
+  static const char *const names[] = {"IDLE", "QUEUED", "RUNNING", "BLOCKED"};
+  return st < 4 ? names[st] : "?";
+}
+
+void weft_host_pool_dump(const weft_host_pool *cp, FILE *f) {
+  weft_host_pool *p = (weft_host_pool *)cp;
+  if (!p) return;
+  uint64_t enq = atomic_load(&p->enq), deq = atomic_load(&p->deq);
+  fprintf(f,
+          "  pool: ready queue enq %" PRIu64 " deq %" PRIu64 " (%" PRIu64 " queued), spinners %u, "
+          "parked %u (epoch %u), blocked %u, recovered %" PRIu64 ", stop %u\n",
+          enq, deq, enq - deq, atomic_load(&p->spinners), atomic_load(&p->ready_ec.sleepers),
+          atomic_load(&p->ready_ec.epoch), atomic_load(&p->nblocked), atomic_load(&p->recovered),
+          atomic_load(&p->stop));
+  uint32_t nt = atomic_load(&p->nstarted);
+  for (uint32_t i = 0; i < nt && i < WEFT_MAX_STREAMS; i++) {
+    uint32_t t = atomic_load_explicit(&p->tstate[i].v, memory_order_relaxed);
+    static const char *const tn[] = {"looking", "spinning", "parked", "running"};
+    if ((t & 0xffu) == T_RUNNING)
+      fprintf(f, "  pool thread %u: running stream slot %u\n", i, t >> 8);
+    else
+      fprintf(f, "  pool thread %u: %s\n", i, (t & 0xffu) < 4 ? tn[t & 0xffu] : "?");
+  }
+  uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++) {
+    weft_stream *x = p->streams[i];
+    uint32_t st = atomic_load(&x->state);
+    fprintf(f, "  stream slot %u: %s, completed %" PRIu64 ", inbox %s", x->slot, state_name(st),
+            atomic_load(&x->completed), weft_inbox_empty(&x->inbox) ? "empty" : "non-empty");
+    if (st == WEFT_STREAM_BLOCKED) {
+      weft_stream *o = atomic_load(&x->block_on);
+      fprintf(f, ", waits for slot %u position %" PRIu64 " (at %" PRIu64 ")", o->slot,
+              atomic_load(&x->block_seq), atomic_load(&o->completed));
+    }
+    fputc('\n', f);
+  }
+}
+
+/* What a timed-out park found: a stream queued that no thread took (every
+ * thread parked), and streams stranded (stream_stranded). Pass 1 (after the
+ * grace park) keeps only what is still there: the same queue position
+ * untaken, the same streams still stranded. */
+typedef struct pool_probe {
+  weft_host_pool *p;
+  uint64_t deq;
+  bool ready;
+  uint64_t stranded; /* a bit per stream index */
+} pool_probe;
+
+static bool pool_owed(void *arg, int pass) {
+  pool_probe *pr = arg;
+  weft_host_pool *p = pr->p;
+  uint64_t deq = atomic_load_explicit(&p->deq, memory_order_acquire), mask = 0;
+  bool ready = !ready_empty(p);
+  uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++) {
+    weft_stream *x = p->streams[i];
+    if (stream_stranded(x, atomic_load_explicit(&x->state, memory_order_seq_cst)))
+      mask |= UINT64_C(1) << i;
+  }
+  if (pass == 0) {
+    pr->deq = deq, pr->ready = ready, pr->stranded = mask;
+  } else {
+    pr->ready = pr->ready && ready && deq == pr->deq;
+    pr->stranded &= mask;
+  }
+  return pr->ready || pr->stranded;
+}
+
+static void lost_wakeup(weft_host_pool *p, const pool_probe *pr) {
+  atomic_fetch_add_explicit(&p->recovered, 1, memory_order_relaxed);
+  char what[160];
+  snprintf(what, sizeof(what),
+           "a host pool thread's park timed out with %s%s (stranded slots mask 0x%" PRIx64 ")",
+           pr->ready ? "a stream queued and every thread parked" : "",
+           pr->ready && pr->stranded ? ", and " : (pr->stranded ? "streams left with work" : ""),
+           pr->stranded);
+  if (weft__wakeup_lost_report(what)) weft_host_pool_dump(p, stderr);
+}
+
 static void *pool_main(void *arg) {
   weft_host_pool *p = arg;
   worker_ctx = p->ctx;
+  thread_index = atomic_fetch_add_explicit(&p->nstarted, 1, memory_order_relaxed);
   for (;;) {
     weft_stream *s = ready_pop(p);
     if (s) {
       /* A push that found this thread still looking woke nobody: if more
        * streams wait, pass the wake-up on, so none waits behind this one
        * (whose kernels may block). */
-      if (!ready_empty(p)) weft__ec_notify_one(&p->ready_ec);
+      WEFT_HUNT_POINT(27);
+      if (!ready_empty(p) && !WEFT_HUNT_DROP(WEFT_HUNT_READY, &p->ready_ec.sleepers))
+        weft__ec_notify_one(&p->ready_ec);
       run_stream(p, s);
+      thread_state(p, T_LOOKING);
       continue;
     }
     if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
     bool found = false;
+    thread_state(p, T_SPINNING);
     atomic_fetch_add_explicit(&p->spinners, 1, memory_order_seq_cst);
     for (int i = 0; i < 128 && !found; i++) {
       found = !ready_empty(p);
       weft__cpu_relax();
+      WEFT_HUNT_POINT(28);
     }
     atomic_fetch_sub_explicit(&p->spinners, 1, memory_order_seq_cst);
+    thread_state(p, T_LOOKING);
     if (found) continue;
+    WEFT_HUNT_POINT(29);
     uint32_t k = weft__ec_prepare(&p->ready_ec);
     if (!ready_empty(p) || atomic_load_explicit(&p->stop, memory_order_acquire)) {
       weft__ec_cancel(&p->ready_ec);
       continue;
     }
-    if (!weft__ec_wait_ns(&p->ready_ec, k, WEFT_PARK_NS)) rescue(p);
+    thread_state(p, T_PARKED);
+    pool_probe pr = {.p = p};
+    weft_park r = weft__ec_wait_owed(&p->ready_ec, k, WEFT_HUNT_PARK(WEFT_PARK_NS), pool_owed, &pr);
+    thread_state(p, T_LOOKING);
+    if (r == WEFT_PARK_WOKEN) continue;
+    if (r == WEFT_PARK_LOST) lost_wakeup(p, &pr);
+    rescue(p);
   }
   return NULL;
 }
@@ -297,6 +459,10 @@ void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last) {
     return;
   }
   weft_inbox_push_chain(&s->inbox, &first->link, &last->link);
+  WEFT_HUNT_POINT(30);
+  /* Push, fence, load the state, against run_stream's IDLE store, fence,
+   * inbox load: a thread going idle sees these tasks, or this load sees
+   * IDLE and queues the stream. */
   atomic_thread_fence(memory_order_seq_cst);
   uint32_t e = WEFT_STREAM_IDLE;
   if (atomic_load_explicit(&s->state, memory_order_seq_cst) == WEFT_STREAM_IDLE &&

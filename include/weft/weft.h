@@ -613,9 +613,11 @@ typedef struct weft_device_stats {
   uint64_t launches_replayed;  /* launches issued by capture replays */
   uint64_t captures_live;      /* captures prepared and not yet destroyed */
   /* Parked threads wake every 100 ms to look for work a lost wake-up left
-   * behind; these count what they found (both should stay 0). */
-  uint64_t wakeups_recovered; /* the scheduler found work after a timed-out park */
-  uint64_t streams_recovered; /* the host pool requeued a stream left with work */
+   * behind; these count the timed-out parks that found work they were owed a
+   * wake-up for (a late wake-up is not counted): both stay 0 in a correct
+   * program (docs/architecture.md, "The wake-up protocol"). */
+  uint64_t wakeups_recovered; /* the scheduler (or combining thread) found such work */
+  uint64_t streams_recovered; /* a host pool thread found a stream left with work */
   /* CUDA backend (0 on the host backend). */
   uint64_t gpu_event_waits;    /* cuStreamWaitEvent issued for cross-stream waits */
   uint64_t gpu_waits_complete; /* cross-stream waits already complete on the host: none issued */
