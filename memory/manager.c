@@ -13,6 +13,9 @@
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)
 
+/* The SUBSLICES ladder: no rung's largest slice is below page >> this. */
+#define LADDER_MIN_SHIFT 5
+
 static _Atomic uint64_t mem_ids = 0;
 
 void weft_mem_init(weft_mem *m, uint64_t size) {
@@ -107,8 +110,14 @@ static weft_status layout_pools(const weft_mm *mm, const weft_layout *layout, we
       pages[k++] = c;
     }
     /* Ascending; the largest page's slices are half a page, each smaller
-     * page's a further half smaller. */
-    for (uint32_t j = k; j-- > 0;) out[(*n)++] = sliced(pages[j], pages[j] >> (j + 1));
+     * page's a further half smaller, down to a 32nd of the page (reached by
+     * the fifth rung: ladders below 32 GiB are as they always were). Halving
+     * on, a large device's smallest rungs took slices of a few bytes and sent
+     * small buffers to pages thousands of times their size; with rungs 4
+     * apart, a buffer above the smallest page's slices now reserves a page
+     * at most 128 times its size. */
+    for (uint32_t j = k; j-- > 0;)
+      out[(*n)++] = sliced(pages[j], pages[j] >> (j < LADDER_MIN_SHIFT ? j + 1 : LADDER_MIN_SHIFT));
     out[(*n)++] = exclusive(maxp, period_for(maxp));
     return NULL;
   }
