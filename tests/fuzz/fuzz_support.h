@@ -19,6 +19,7 @@
 #ifndef WEFT_TESTS_FUZZ_SUPPORT_H
 #define WEFT_TESTS_FUZZ_SUPPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -182,6 +183,79 @@ static inline weft_layout fz_layout(fz *f, weft_pool_config *pools, size_t cap) 
     if (l.num_pools > n && l.pools) l.num_pools = n;
   }
   return l;
+}
+
+/* ---- a bounded, counting allocator -----------------------------------------------------------
+ * libFuzzer reports any single allocation over -malloc_limit_mb (default: the
+ * RSS limit) as a crash, but a layout may legitimately ask for a 1 TiB page:
+ * devices under test allocate through this one, which refuses blocks over
+ * FZ_ALLOC_MAX and more than FZ_ALLOC_TOTAL live bytes (weft then reports
+ * OutOfMemory, as on a machine that has no more), and counts what is live so
+ * that a close leaving a block behind fails the input. */
+
+#define FZ_ALLOC_MAX   (UINT64_C(256) << 20)
+#define FZ_ALLOC_TOTAL (UINT64_C(768) << 20)
+
+typedef struct fz_alloc_state {
+  _Atomic uint64_t live_blocks, live_bytes;
+} fz_alloc_state;
+
+static inline void *fz_alloc_fn(void *self, size_t size, size_t align) {
+  fz_alloc_state *a = self;
+  if (size > FZ_ALLOC_MAX) return NULL;
+  uint64_t before = atomic_fetch_add(&a->live_bytes, size);
+  void *p = NULL;
+  if (before + size <= FZ_ALLOC_TOTAL) {
+    if (align < sizeof(void *)) align = sizeof(void *);
+    if (posix_memalign(&p, align, size ? size : 1)) p = NULL;
+  }
+  if (!p) {
+    atomic_fetch_sub(&a->live_bytes, size);
+    return NULL;
+  }
+  atomic_fetch_add(&a->live_blocks, 1);
+  return p;
+}
+
+static inline void fz_free_fn(void *self, void *ptr, size_t size, size_t align) {
+  fz_alloc_state *a = self;
+  (void)align;
+  if (!ptr) return;
+  free(ptr);
+  atomic_fetch_sub(&a->live_blocks, 1);
+  atomic_fetch_sub(&a->live_bytes, size);
+}
+
+static inline weft_allocator fz_allocator(fz_alloc_state *a) {
+  atomic_store(&a->live_blocks, 0);
+  atomic_store(&a->live_bytes, 0);
+  return (weft_allocator){.self = a, .alloc = fz_alloc_fn, .free = fz_free_fn};
+}
+
+/* After weft_device_close: nothing the device allocated may be left. */
+static inline void fz_alloc_check_empty(fz_alloc_state *a) {
+  uint64_t blocks = atomic_load(&a->live_blocks), bytes = atomic_load(&a->live_bytes);
+  FZ_CHECK(blocks == 0 && bytes == 0, "%llu blocks (%llu bytes) outlive the device",
+           (unsigned long long)blocks, (unsigned long long)bytes);
+}
+
+/* The memory kinds a reservation may fail with. */
+static inline bool fz_memory_kind(weft_error_kind k) {
+  return k == WEFT_ERR_BUFFER_TOO_BIG || k == WEFT_ERR_OUT_OF_MEMORY ||
+         k == WEFT_ERR_PAGE_UPDATE_FORBIDDEN || k == WEFT_ERR_PAGE_SIZES_EXHAUSTED ||
+         k == WEFT_ERR_STORAGE_MAPPING_FAILED;
+}
+
+/* A read that failed because the buffer's reservation did: Several of one
+ * Unwritten whose root is a memory kind. */
+static inline bool fz_reservation_failure(weft_status st) {
+  if (weft_error_kind_of(st) != WEFT_ERR_SEVERAL || weft_error_count(st) < 1) return false;
+  for (size_t i = 0; i < weft_error_count(st); i++) {
+    weft_status u = weft_error_at(st, i);
+    if (weft_error_kind_of(u) != WEFT_ERR_UNWRITTEN) return false;
+    if (!fz_memory_kind(weft_error_kind_of(weft_error_root(u)))) return false;
+  }
+  return true;
 }
 
 #endif
