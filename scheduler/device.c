@@ -1218,11 +1218,29 @@ void weft_device_options_init(weft_device_options *opts) {
 
 static _Atomic uint32_t device_tags = 0;
 
+/* The sizes weft_device_options has had, one per release that grew it (each
+ * field added at the end starts where the struct used to end; a field's end
+ * counts too, for the padding after it). A size inside a field would copy
+ * part of it: half of a caller's pointer is a wild one. */
+static bool options_size_known(uint32_t size) {
+  static const size_t sizes[] = {
+      offsetof(weft_device_options, allocator),
+      offsetof(weft_device_options, memory_layout),
+      offsetof(weft_device_options, persistent_memory),
+      offsetof(weft_device_options, max_pending_commands),
+      offsetof(weft_device_options, scheduler),
+      offsetof(weft_device_options, scheduler) + sizeof(weft_scheduler_mode),
+      sizeof(weft_device_options),
+  };
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+    if (size == sizes[i]) return true;
+  return false;
+}
+
 static weft_status validate_options(const weft_device_options *o, weft_device_options *out) {
   weft_device_options_init(out);
   if (!o) o = out;
-  size_t base = offsetof(weft_device_options, allocator);
-  if (o->struct_size < base || o->struct_size > sizeof(*o))
+  if (!options_size_known(o->struct_size))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "options.struct_size is %u: call weft_device_options_init first",
                            o->struct_size);
