@@ -14,6 +14,8 @@
  *       resolve_pool, and sizes that wrap to 0 at install;
  *   27  errors the harness builds keep their cause chains shorter than what
  *       weft_error_from_json parses back (to_json has no depth limit);
+ *   29  a device capped above 4 GiB may fail the reservation of a small buffer
+ *       (its pages are sized from the capacity);
  *   31  a capture replayed inside a dry run makes the model forget the
  *       contents of the buffers the capture writes (today the replay runs). */
 #ifndef WEFT_TESTS_FUZZ_SUPPORT_H
@@ -34,6 +36,9 @@
 #endif
 #ifndef WEFT_FUZZ_KNOWN_27
 #define WEFT_FUZZ_KNOWN_27 0
+#endif
+#ifndef WEFT_FUZZ_KNOWN_29
+#define WEFT_FUZZ_KNOWN_29 0
 #endif
 #ifndef WEFT_FUZZ_KNOWN_31
 #define WEFT_FUZZ_KNOWN_31 0
