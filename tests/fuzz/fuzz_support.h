@@ -9,6 +9,9 @@
  * each one a WEFT_FUZZ_KNOWN_<item> define set from the CMake list
  * WEFT_FUZZ_KNOWN (tests/fuzz/CMakeLists.txt); configure with
  * -DWEFT_FUZZ_KNOWN= to check everything:
+ *   7   (and 28) fuzz_api's OOM mode issues no capture replay: a replay
+ *       after an allocation failure can hang (a lost replay slot; clones
+ *       that never give back their back-pressure slot);
  *   26  pool sizes within 2^16 of UINT64_MAX (page_size, max_slice_size,
  *       max_pool_size, max_alloc_size) are not generated: SIGFPE in
  *       resolve_pool, and sizes that wrap to 0 at install;
@@ -31,6 +34,9 @@
 
 #include <weft/weft.h>
 
+#ifndef WEFT_FUZZ_KNOWN_7
+#define WEFT_FUZZ_KNOWN_7 0
+#endif
 #ifndef WEFT_FUZZ_KNOWN_26
 #define WEFT_FUZZ_KNOWN_26 0
 #endif
@@ -39,6 +45,9 @@
 #endif
 #ifndef WEFT_FUZZ_KNOWN_29
 #define WEFT_FUZZ_KNOWN_29 0
+#endif
+#ifndef WEFT_FUZZ_KNOWN_28
+#define WEFT_FUZZ_KNOWN_28 0
 #endif
 #ifndef WEFT_FUZZ_KNOWN_31
 #define WEFT_FUZZ_KNOWN_31 0
@@ -203,11 +212,20 @@ static inline weft_layout fz_layout(fz *f, weft_pool_config *pools, size_t cap) 
 
 typedef struct fz_alloc_state {
   _Atomic uint64_t live_blocks, live_bytes;
+  _Atomic uint64_t countdown; /* 0: off; else the allocation that fails */
+  bool sticky;                /* ... and every one after it */
 } fz_alloc_state;
 
 static inline void *fz_alloc_fn(void *self, size_t size, size_t align) {
   fz_alloc_state *a = self;
   if (size > FZ_ALLOC_MAX) return NULL;
+  uint64_t c = atomic_load(&a->countdown);
+  while (c > 1 && !atomic_compare_exchange_weak(&a->countdown, &c, c - 1)) {
+  }
+  if (c == 1) {
+    if (!a->sticky) atomic_store(&a->countdown, 0);
+    return NULL;
+  }
   uint64_t before = atomic_fetch_add(&a->live_bytes, size);
   void *p = NULL;
   if (before + size <= FZ_ALLOC_TOTAL) {
@@ -234,7 +252,15 @@ static inline void fz_free_fn(void *self, void *ptr, size_t size, size_t align) 
 static inline weft_allocator fz_allocator(fz_alloc_state *a) {
   atomic_store(&a->live_blocks, 0);
   atomic_store(&a->live_bytes, 0);
+  atomic_store(&a->countdown, 0);
+  a->sticky = false;
   return (weft_allocator){.self = a, .alloc = fz_alloc_fn, .free = fz_free_fn};
+}
+
+/* The |n|th allocation from now fails (n >= 1); |sticky|: every later one too. */
+static inline void fz_alloc_fail_at(fz_alloc_state *a, uint64_t n, bool sticky) {
+  a->sticky = sticky;
+  atomic_store(&a->countdown, n);
 }
 
 /* After weft_device_close: nothing the device allocated may be left. */
