@@ -650,7 +650,7 @@ static void op_check(model *m, fz *f) {
     dead |= bi < 0 || !m->b[bi].live;
   }
   weft_status st = weft_check(m->dev, hs, n);
-  if (st && !m->chaos) {
+  if (st && !m->chaos && !m->oom) {
     weft_error_kind k = weft_error_kind_of(st);
     FZ_CHECK(k == WEFT_ERR_SEVERAL || (dead && k == WEFT_ERR_NOT_FOUND), "step %d: check: %s",
              m->step, fz_text(st));
@@ -728,7 +728,7 @@ static void op_layout(model *m, fz *f) {
         st ? fz_text(st) : "Ok");
   if (st) {
     weft_error_kind k = weft_error_kind_of(st);
-    FZ_CHECK(m->chaos || k == WEFT_ERR_VALIDATION || k == WEFT_ERR_INVALID_ARGUMENT,
+    FZ_CHECK(m->chaos || m->oom || k == WEFT_ERR_VALIDATION || k == WEFT_ERR_INVALID_ARGUMENT,
              "step %d: layout: %s", m->step, fz_text(st));
     weft_error_free(st);
     return;
@@ -973,7 +973,7 @@ static void op_failpoints(model *m, fz *f) {
     weft_error_free(st);
     return;
   }
-  if (st && sel < 200 && m->chaos) {
+  if (st && sel < 200 && (m->chaos || m->oom)) {
     weft_error_free(st);
     return;
   }
