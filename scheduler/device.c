@@ -529,6 +529,14 @@ static void run_launch(weft_task *t) {
     weft_buf *b = c->bufs[i];
     const weft_binding *bd = &c->bindings[i];
     weft_failure_id f = 0;
+    if (!b->ptr && !b->unalloc) {
+      /* Unallocated, and memory ran out for the record of why too: the
+       * kernel must never see a NULL binding; the launch fails instead. */
+      char name[48];
+      buf_name(b->id, name, sizeof(name));
+      fail_launch(c, weft_error_make(WEFT_ERR_NOT_FOUND, "%s was never allocated", name));
+      return;
+    }
     if (!b->ptr)
       f = b->unalloc;
     else if (bd->access & WEFT_READ)
@@ -891,6 +899,11 @@ static void complete(weft_device *dev, cmd *c) {
     } else {
       weft_target t = target(b, c->offset, c->len);
       st = weft_failures_ensure_written(&dev->failures, &t, 1);
+      if (!st && !b->allocated) { /* no memory was left to record why: still say it */
+        char name[48];
+        buf_name(b->id, name, sizeof(name));
+        st = weft_error_make(WEFT_ERR_NOT_FOUND, "%s was never allocated", name);
+      }
     }
     if (dev->gpu) weft__gpu_staging_done(dev, c, !st);
     weft__token_complete(c->token, st);

@@ -466,6 +466,9 @@ static void op_launch(model *m, fz *f) {
   if (rec && want == WEFT_OK && rec->nrec == MAXREC) return; /* the model keeps MAXREC */
   TRACE("%d: launch %s on %" PRIu64 " (%u bindings) -> %s\n", m->step, kernel_names[l.kernel],
         l.stream, l.nb, weft_error_kind_name(want));
+  for (uint32_t i = 0; i < l.nb; i++)
+    TRACE("    binding %u: buffer %d [%" PRIu64 ", +%" PRIu64 ") access %d\n", i, l.bi[i],
+          l.b[i].offset, l.b[i].size, (int)l.b[i].access);
   weft_status st = issue_launch(m, &l);
   if (want != WEFT_OK) {
     expect_kind(st, want, "launch", m);

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sanitizer/common_interface_defs.h>
 #include <weft/weft.h>
 
 #ifndef WEFT_FUZZ_KNOWN_7
@@ -224,6 +225,10 @@ static inline void *fz_alloc_fn(void *self, size_t size, size_t align) {
   }
   if (c == 1) {
     if (!a->sticky) atomic_store(&a->countdown, 0);
+    if (getenv("FZ_ALLOC_TRACE")) { /* where the injected failures land */
+      fprintf(stderr, "fuzz: allocation of %zu bytes fails here:\n", size);
+      __sanitizer_print_stack_trace();
+    }
     return NULL;
   }
   uint64_t before = atomic_fetch_add(&a->live_bytes, size);
