@@ -79,8 +79,7 @@ run_one() {
 report() {
   local t=$1 rc=$2 log="$out/$1.log"
   local execs
-  execs=$(grep -oE "stat::number_of_executed_units: [0-9]+" "$log" | grep -oE "[0-9]+$" |
-          awk '{ s += $1 } END { print s + 0 }')
+  execs=$(awk '/stat::number_of_executed_units:/ { s += $2 } END { print s + 0 }' "$log")
   if [ "$rc" -ne 0 ]; then
     failed+=("$t")
     grep -E "ERROR|SUMMARY|fuzz check failed|^  [A-Za-z]" "$log" | head -n 20 || true
