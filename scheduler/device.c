@@ -628,6 +628,14 @@ static void run_launch(weft_task *t) {
     weft_buf *b = c->bufs[i];
     const weft_binding *bd = &c->bindings[i];
     weft_failure_id f = 0;
+    if (!b->ptr && !b->unalloc) {
+      /* Unallocated, and memory ran out for the record of why too: the
+       * kernel must never see a NULL binding; the launch fails instead. */
+      char name[48];
+      buf_name(b->id, name, sizeof(name));
+      fail_launch(c, weft_error_make(WEFT_ERR_NOT_FOUND, "%s was never allocated", name));
+      return;
+    }
     if (!b->ptr)
       f = b->unalloc;
     else if (bd->access & WEFT_READ)
@@ -992,6 +1000,11 @@ static void complete(weft_device *dev, cmd *c) {
     } else {
       weft_target t = target(b, c->offset, c->len);
       st = weft_failures_ensure_written(&dev->failures, &t, 1);
+      if (!st && !b->allocated) { /* no memory was left to record why: still say it */
+        char name[48];
+        buf_name(b->id, name, sizeof(name));
+        st = weft_error_make(WEFT_ERR_NOT_FOUND, "%s was never allocated", name);
+      }
     }
     if (dev->gpu) weft__gpu_staging_done(dev, c, !st);
     weft__token_complete(c->token, st);
@@ -1441,11 +1454,29 @@ void weft_device_options_init(weft_device_options *opts) {
 
 static _Atomic uint32_t device_tags = 0;
 
+/* The sizes weft_device_options has had, one per release that grew it (each
+ * field added at the end starts where the struct used to end; a field's end
+ * counts too, for the padding after it). A size inside a field would copy
+ * part of it: half of a caller's pointer is a wild one. */
+static bool options_size_known(uint32_t size) {
+  static const size_t sizes[] = {
+      offsetof(weft_device_options, allocator),
+      offsetof(weft_device_options, memory_layout),
+      offsetof(weft_device_options, persistent_memory),
+      offsetof(weft_device_options, max_pending_commands),
+      offsetof(weft_device_options, scheduler),
+      offsetof(weft_device_options, scheduler) + sizeof(weft_scheduler_mode),
+      sizeof(weft_device_options),
+  };
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+    if (size == sizes[i]) return true;
+  return false;
+}
+
 static weft_status validate_options(const weft_device_options *o, weft_device_options *out) {
   weft_device_options_init(out);
   if (!o) o = out;
-  size_t base = offsetof(weft_device_options, allocator);
-  if (o->struct_size < base || o->struct_size > sizeof(*o))
+  if (!options_size_known(o->struct_size))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "options.struct_size is %u: call weft_device_options_init first",
                            o->struct_size);
