@@ -261,10 +261,19 @@ static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "a blocking call from the device's own scheduler thread (a reclaim "
                            "callback) would deadlock");
+  weft_status st = NULL;
+  if (m->op == MEM_CLEANUP)
+    st = weft__refuse_in_kernel(dev, "weft_memory_cleanup",
+                                "a cleanup waits for every running kernel");
+  else if (m->op == MEM_INSTALL)
+    st = weft__refuse_in_kernel(dev, "weft_memory_install_layout",
+                                "installing a layout waits for every running kernel");
+  if (st) return st;
   cmd *c = weft__cmd_new(dev, CMD_MEMORY, 0);
   if (!c)
     return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "no memory for a command");
   c->mem = m;
+  c->caller = weft__running_kernel(dev);
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;
