@@ -526,7 +526,8 @@ weft_status weft_capture_replay(weft_capture *cap) {
    * replays run on clones. */
   if (!weft__running_kernel(dev)) weft__wait_room(dev, instance_free, cap);
   atomic_fetch_add_explicit(&cap->outstanding, 1, memory_order_relaxed);
-  cmd *c = weft__cmd_new(dev, CMD_REPLAY, 0);
+  /* Counted against the first stream the replay runs on, like its launches. */
+  cmd *c = weft__cmd_new_on(dev, CMD_REPLAY, 0, (weft_stream_id)__builtin_ctzll(cap->mask));
   if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
   c->data = cap;
   weft__cmd_submit(dev, c);

@@ -199,8 +199,9 @@ typedef struct weft_device_options {
    * up (nothing is dropped). Clients of other streams never wait for it: a
    * kernel that blocks stalls only its own stream's submitters (and streams
    * whose work waits for it through shared buffers). Commands on no stream
-   * (release, check, stats, memory, failpoint and capture calls) have one
-   * budget of the same size. The device thus holds at most
+   * (release, check, stats, memory, failpoint calls, capture transitions)
+   * have one budget of the same size; a replay counts against the first of
+   * its capture's streams. The device thus holds at most
    * (max_streams + 1) * max_pending_commands commands. A host kernel
    * submitting to its own device never waits. 0: 16384 (8 MiB of commands
    * per stream: more only evicts the caches the pipeline runs in). */
