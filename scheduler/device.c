@@ -176,11 +176,12 @@ void weft__cmd_free(cmd *c) {
     return;
   }
   bool counted = !c->detached;
+  uint32_t budget = c->budget; /* |c| is gone below */
   if (pooled)
     weft_freelist_push(&dev->cmd_pool[k], &c->task.link);
   else
     weft__free(&dev->alloc, c, c->bytes, 16);
-  if (counted) budget_release(dev, c->budget, 1);
+  if (counted) budget_release(dev, budget, 1);
 }
 
 void weft__cmd_detach(weft_device *dev, cmd *c) {
