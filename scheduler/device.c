@@ -403,7 +403,8 @@ static void unstage(weft_device *dev, cmd *c) {
 }
 
 static uint32_t slot_of(weft_device *dev, weft_stream_id id) {
-  return (uint32_t)(id % (uint64_t)dev->max_streams);
+  /* Clients now fold every launch's stream (its budget): no division for the usual ids. */
+  return id < dev->max_streams ? (uint32_t)id : (uint32_t)(id % (uint64_t)dev->max_streams);
 }
 
 /* ---- task bodies (run on a stream's worker)
