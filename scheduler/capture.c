@@ -293,6 +293,12 @@ static void release_slots(weft_device *dev, weft_capture *cap) {
       }
 }
 
+static bool instances_busy(const weft_capture *cap) {
+  for (uint32_t k = 0; k < cap->ninst; k++)
+    if (cap->inst[k].count.inflight) return true;
+  return false;
+}
+
 static void abort_capture(weft_device *dev, weft_capture *cap) {
   for (uint32_t k = 0; k < cap->ninst; k++) /* replays still use an instance */
     if (cap->inst[k].count.inflight) weft__dev_drain(dev);
@@ -388,7 +394,8 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
     if (!cap->inst[k].count.inflight) in = &cap->inst[k];
   uint32_t i = 0;
   for (cmd *r = run_list(cap); r; r = weft__cmd_next(r), i++) {
-    cmd *c = in ? in->cmds[i] : weft__cmd_new(dev, CMD_LAUNCH, r->bytes - WEFT_CMD_HEADER);
+    cmd *c =
+        in ? in->cmds[i] : weft__cmd_new_on(dev, CMD_LAUNCH, r->bytes - WEFT_CMD_HEADER, r->stream);
     if (!c) { /* no memory for a clone: the launch fails, its outputs carry why */
       weft__launch_fail(dev, r,
                         weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, r->bytes,
@@ -441,6 +448,14 @@ void weft__capture_process(weft_device *dev, cmd *c) {
     st = do_end(dev, cap);
     break;
   case CAP_ABORT:
+    if (c->caller && instances_busy(cap)) { /* aborting drains: it would wait for the caller */
+      st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "weft_capture_abort from kernel '%s' (launch %" PRIu64
+                           ") would wait for that kernel: replays of the capture are in flight, "
+                           "and aborting waits for every running kernel",
+                           dev->kernels[c->caller->kernel].name, c->caller->launch_no);
+      break;
+    }
     if (state_of(cap) == WEFT_CAPTURE_RECORDING && cap->doom) {
       /* Doomed and abandoned: both are reported (tests/failures/test_invariants.c, i22). */
       weft_status both[2] = {
@@ -452,6 +467,10 @@ void weft__capture_process(weft_device *dev, cmd *c) {
     break;
   default:
     do_destroy(dev, cap);
+    if (!c->token) { /* from a kernel, which did not wait: the capture is freed here */
+      weft__free(&cap->alloc, cap, sizeof(*cap), 16);
+      return;
+    }
     break;
   }
   weft__token_complete(c->token, st);
@@ -488,6 +507,9 @@ static weft_status call(weft_capture *cap, int op) {
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter_blocking(dev, &in);
   if (st) return st;
+  if (op == CAP_BEGIN && (st = weft__refuse_in_kernel(dev, "weft_capture_begin",
+                                                      "beginning waits for every running kernel")))
+    return st;
   cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
   if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a capture command");
   weft_token tok;
@@ -495,6 +517,7 @@ static weft_status call(weft_capture *cap, int op) {
   c->token = &tok;
   c->data = cap;
   c->offset = (uint64_t)op;
+  c->caller = weft__running_kernel(dev);
   weft__cmd_submit(dev, c);
   return weft__token_wait(&tok);
 }
@@ -567,9 +590,15 @@ weft_status weft_capture_replay(weft_capture *cap) {
   uint32_t s = state_of(cap);
   if (s != WEFT_CAPTURE_READY) return out_of_order("replay", s, "after a successful end");
   /* Back-pressure: at most WEFT_REPLAY_INSTANCES replays of one capture in
-   * flight, from any number of threads (the wait takes the slot). */
-  weft__wait_room(dev, instance_take, cap);
-  cmd *c = weft__cmd_new(dev, CMD_REPLAY, 0);
+   * flight, from any number of threads (the wait takes the slot). A kernel
+   * never waits (the replays in flight may wait for it): it takes a slot
+   * regardless, and past the instances its replays run on clones. */
+  if (weft__running_kernel(dev))
+    atomic_fetch_add_explicit(&cap->outstanding, 1, memory_order_relaxed);
+  else
+    weft__wait_room(dev, instance_take, cap);
+  /* Counted against the first stream the replay runs on, like its launches. */
+  cmd *c = weft__cmd_new_on(dev, CMD_REPLAY, 0, (weft_stream_id)__builtin_ctzll(cap->mask));
   if (!c) { /* the slot goes back: the replay never happened */
     atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
     weft__ec_notify(&dev->room);
@@ -608,11 +637,15 @@ void weft_capture_destroy(weft_capture *cap) {
     capture_unown(cap);
     return;
   }
+  c->data = cap;
+  c->offset = CAP_DESTROY;
+  if (weft__running_kernel(dev)) { /* destroying waits for every running kernel: this one too */
+    weft__cmd_submit(dev, c);      /* so it does not wait; the scheduler frees the capture */
+    return;
+  }
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;
-  c->data = cap;
-  c->offset = CAP_DESTROY;
   weft__cmd_submit(dev, c);
   weft_error_free(weft__token_wait(&tok));
   /* The scheduler unlinked it: the device let go, and so does the caller. */

@@ -37,19 +37,30 @@ static uint32_t cmd_class(size_t bytes) {
 
 static void combine(weft_device *dev);
 
-/* Waits (spin, then park) until fewer than max_pending commands are
- * pending. Only clients wait: the scheduler thread and the device's workers
- * retire commands, so making them wait could stall the device. */
+/* Back-pressure is per stream: a command on a stream counts against that
+ * stream slot's budget of max_pending commands, one on no stream against
+ * the device's own. A stream stalled behind a blocked kernel fills only its
+ * own budget, so clients of unrelated streams keep going. Only clients
+ * wait: the scheduler thread and the device's workers retire commands, so
+ * making them wait could stall the device. */
+typedef struct room_arg {
+  weft_device *dev;
+  uint32_t budget;
+} room_arg;
+
 static bool room_for_one(void *arg) {
-  weft_device *dev = arg;
-  return atomic_load_explicit(&dev->pending, memory_order_acquire) < dev->max_pending;
+  const room_arg *r = arg;
+  return atomic_load_explicit(&r->dev->pending[r->budget].n, memory_order_acquire) <
+         r->dev->max_pending;
 }
 
 /* Waits (spin, then park on the room event count, which every retirement
- * pass signals) until |ready|. Combining clients first help retire. */
+ * pass signals) until |ready|. Combining clients first help retire; a pool
+ * thread never takes the scheduler role (it could end up waiting for the
+ * kernel it runs). */
 void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg) {
   if (ready(arg)) return;
-  if (dev->combining) {
+  if (dev->combining && weft_stream_worker_ctx() != dev) {
     combine(dev);
     weft__signal_raise(&dev->wake);
   }
@@ -68,15 +79,21 @@ void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg) {
   }
 }
 
-static void wait_for_room(weft_device *dev) {
-  if (room_for_one(dev)) return;
-  if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return;
+/* false: no room, and the caller may not wait (|wait| false) or must not. */
+static bool wait_for_room(weft_device *dev, uint32_t budget, bool wait) {
+  room_arg r = {dev, budget};
+  if (room_for_one(&r)) return true;
+  if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return true;
+  if (!wait) return false;
   atomic_fetch_add_explicit(&dev->backpressure_waits, 1, memory_order_relaxed);
-  weft__wait_room(dev, room_for_one, dev);
+  weft__wait_room(dev, room_for_one, &r);
+  return true;
 }
 
-cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
-  wait_for_room(dev);
+static uint32_t slot_of(weft_device *dev, weft_stream_id id);
+
+static cmd *cmd_alloc(weft_device *dev, cmd_kind kind, size_t extra, uint32_t budget, bool wait) {
+  if (!wait_for_room(dev, budget, wait)) return NULL;
   size_t bytes = align8(sizeof(cmd)) + extra;
   uint32_t k = cmd_class(bytes);
   cmd *c = NULL;
@@ -89,15 +106,30 @@ cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
   if (!c) return NULL;
   memset(c, 0, sizeof(*c));
   c->kind = kind;
+  c->budget = (uint16_t)budget;
   c->bytes = bytes;
   c->dev = dev;
-  uint64_t n = atomic_fetch_add_explicit(&dev->pending, 1, memory_order_relaxed) + 1;
+  uint64_t n = atomic_fetch_add_explicit(&dev->pending[budget].n, 1, memory_order_relaxed) + 1;
   uint64_t peak = atomic_load_explicit(&dev->pending_peak, memory_order_relaxed);
   while (n > peak &&
          !atomic_compare_exchange_weak_explicit(&dev->pending_peak, &peak, n, memory_order_relaxed,
                                                 memory_order_relaxed)) {
   }
   return c;
+}
+
+cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {
+  return cmd_alloc(dev, kind, extra, WEFT_MAX_STREAMS, true);
+}
+
+cmd *weft__cmd_new_on(weft_device *dev, cmd_kind kind, size_t extra, weft_stream_id stream) {
+  return cmd_alloc(dev, kind, extra, slot_of(dev, stream), true);
+}
+
+/* Lowers a budget's count by |n| and wakes its waiters. */
+static void budget_release(weft_device *dev, uint32_t budget, uint64_t n) {
+  atomic_fetch_sub_explicit(&dev->pending[budget].n, n, memory_order_seq_cst);
+  weft__ec_notify(&dev->room);
 }
 
 /* Returns the scheduler's retired commands to their classes (one push per
@@ -109,9 +141,18 @@ static void cmd_free_flush(weft_device *dev) {
     weft_freelist_push_chain(&dev->cmd_pool[k], dev->fc_head[k], dev->fc_tail[k]);
     dev->fc_head[k] = dev->fc_tail[k] = NULL;
   }
-  uint64_t n = dev->fc_pending;
-  dev->fc_n = dev->fc_pending = 0;
-  atomic_fetch_sub_explicit(&dev->pending, n, memory_order_seq_cst);
+  dev->fc_n = 0;
+  for (uint64_t m = dev->fc_budgets; m; m &= m - 1) {
+    uint32_t b = (uint32_t)__builtin_ctzll(m);
+    atomic_fetch_sub_explicit(&dev->pending[b].n, dev->fc_pending[b], memory_order_seq_cst);
+    dev->fc_pending[b] = 0;
+  }
+  dev->fc_budgets = 0;
+  if (dev->fc_pending[WEFT_MAX_STREAMS]) {
+    atomic_fetch_sub_explicit(&dev->pending[WEFT_MAX_STREAMS].n, dev->fc_pending[WEFT_MAX_STREAMS],
+                              memory_order_seq_cst);
+    dev->fc_pending[WEFT_MAX_STREAMS] = 0;
+  }
   WEFT_HUNT_POINT(45);
   /* A waiting client may need room for several commands (a replay): wake
    * waiters on every pass; without one, this is a fence and a load. */
@@ -130,25 +171,25 @@ void weft__cmd_free(cmd *c) {
     else
       dev->fc_head[k] = &c->task.link;
     dev->fc_tail[k] = &c->task.link;
-    if (!c->detached) dev->fc_pending++;
+    if (!c->detached) {
+      dev->fc_pending[c->budget]++;
+      if (c->budget < WEFT_MAX_STREAMS) dev->fc_budgets |= UINT64_C(1) << c->budget;
+    }
     if (++dev->fc_n >= 256) cmd_free_flush(dev);
     return;
   }
   bool counted = !c->detached;
+  uint32_t budget = c->budget; /* |c| is gone below */
   if (pooled)
     weft_freelist_push(&dev->cmd_pool[k], &c->task.link);
   else
     weft__free(&dev->alloc, c, c->bytes, 16);
-  if (counted) {
-    atomic_fetch_sub_explicit(&dev->pending, 1, memory_order_seq_cst);
-    weft__ec_notify(&dev->room);
-  }
+  if (counted) budget_release(dev, budget, 1);
 }
 
 void weft__cmd_detach(weft_device *dev, cmd *c) {
   c->detached = true;
-  atomic_fetch_sub_explicit(&dev->pending, 1, memory_order_seq_cst);
-  weft__ec_notify(&dev->room);
+  budget_release(dev, c->budget, 1);
 }
 
 /* Close: every command is back in its class; free them all. */
@@ -353,8 +394,6 @@ static void buf_unpin(weft_device *dev, weft_buf *b) {
   if (--b->pending == 0 && b->released) buf_drop(dev, b);
 }
 
-static uint32_t slot_of(weft_device *dev, weft_stream_id id);
-
 static void do_create(weft_device *dev, cmd *c) {
   weft_handle_slot *s = weft_handles_slot(&dev->buffers, c->buffer);
   weft_buf *b = c->data; /* allocated by the client, which reported a failure to */
@@ -437,7 +476,8 @@ static void unstage(weft_device *dev, cmd *c) {
 }
 
 static uint32_t slot_of(weft_device *dev, weft_stream_id id) {
-  return (uint32_t)(id % (uint64_t)dev->max_streams);
+  /* Clients now fold every launch's stream (its budget): no division for the usual ids. */
+  return id < dev->max_streams ? (uint32_t)id : (uint32_t)(id % (uint64_t)dev->max_streams);
 }
 
 /* ---- task bodies (run on a stream's worker)
@@ -548,7 +588,7 @@ static void run_read(weft_task *t) {
 static void run_barrier(weft_task *t) {
   cmd *c = (cmd *)t;
   c->result = poisoned(c->dev) ? OUT_POISONED : OUT_RUN;
-  if (c->dev->gpu) return; /* a GPU barrier is answered when it retires */
+  if (c->dev->gpu || !c->token) return; /* a GPU barrier is answered when it retires */
   weft__token_complete(c->token,
                        c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
 }
@@ -567,6 +607,23 @@ static void fail_launch(cmd *c, weft_status err) {
   exec_taint_outputs(c, c->p); /* the scope's id: tainted unless proven written */
 }
 
+/* The launch whose host kernel this thread is running: a blocking call the
+ * kernel makes must not wait for it. */
+static _Thread_local const cmd *running_kernel = NULL;
+
+const cmd *weft__running_kernel(const weft_device *dev) {
+  const cmd *k = running_kernel;
+  return k && k->dev == dev ? k : NULL;
+}
+
+weft_status weft__refuse_in_kernel(const weft_device *dev, const char *call, const char *why) {
+  const cmd *k = weft__running_kernel(dev);
+  if (!k) return NULL;
+  return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                         "%s from kernel '%s' (launch %" PRIu64 ") would wait for that kernel: %s",
+                         call, dev->kernels[k->kernel].name, k->launch_no, why);
+}
+
 /* Runs a host kernel over its grid, block by block (x fastest). */
 static weft_status run_host_kernel(weft_device *dev, cmd *c) {
   uint64_t sizes[WEFT_MAX_BINDINGS];
@@ -583,6 +640,7 @@ static weft_status run_host_kernel(weft_device *dev, cmd *c) {
   memcpy(ctx.block, c->block, sizeof(ctx.block));
   const weft_kernel_entry *k = &dev->kernels[c->kernel];
   weft_status err = NULL;
+  running_kernel = c;
   for (uint32_t z = 0; z < c->grid[2] && !err; z++)
     for (uint32_t y = 0; y < c->grid[1] && !err; y++)
       for (uint32_t x = 0; x < c->grid[0] && !err; x++) {
@@ -598,6 +656,7 @@ static weft_status run_host_kernel(weft_device *dev, cmd *c) {
     err = weft_error_wrap(WEFT_ERR_GENERIC, 0, err,
                           "kernel '%s' returned %s, a kind only weft itself reports", k->name,
                           weft_error_kind_name(kind));
+  running_kernel = NULL;
   return err;
 }
 
@@ -783,7 +842,8 @@ void weft__launch_fail(weft_device *dev, const cmd *r, weft_status err) {
 
 void weft__launch_copy(cmd *c, const cmd *r) {
   size_t bytes = c->bytes;
-  /* The scalars end the used part of the command. */
+  /* The scalars end the used part of the command (its budget is |r|'s: a
+   * clone is made on |r|'s stream). */
   memcpy(c, r, (size_t)((const char *)r->scalars + r->scalar_bytes - (const char *)r));
   c->bytes = bytes;
   /* Every array lives inside the command: rebase it. */
@@ -810,6 +870,52 @@ void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) 
     if (c->bufs[i]) c->bufs[i]->pending++;
   dev->stats.launches_replayed += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
   weft__launch_register(dev, c);
+}
+
+/* A kernel's blocking call refused: the kernel |k| that made it, and why. */
+static weft_status kernel_refusal(weft_device *dev, const cmd *k, const char *call,
+                                  const char *why) {
+  return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                         "%s from kernel '%s' (launch %" PRIu64 ") would wait for that kernel: %s",
+                         call, dev->kernels[k->kernel].name, k->launch_no, why);
+}
+
+/* True when the placed task |t| cannot complete before the running launch
+ * |k| does: it follows |k| on its stream, or waits, through any chain of
+ * cross-stream waits, for a position at or past it. Walks the tasks not yet
+ * retired, each once (a rare path: a kernel's own read or sync). */
+static bool waits_for_kernel(weft_device *dev, const cmd *t, const cmd *k) {
+  uint64_t need[WEFT_MAX_STREAMS] = {0};
+  const weft_task *at[WEFT_MAX_STREAMS];
+  for (uint32_t s = 0; s < dev->max_streams; s++) at[s] = dev->fifo[s].head;
+  need[t->on_slot] = t->task.seq;
+  for (bool more = true; more;) {
+    more = false;
+    for (uint32_t s = 0; s < dev->max_streams; s++)
+      for (; at[s] && at[s]->seq <= need[s]; at[s] = at[s]->fnext)
+        for (uint32_t i = 0; i < at[s]->nwaits; i++) {
+          const weft_stream_wait *w = &at[s]->waits[i];
+          if (w->seq > need[w->stream->slot]) {
+            need[w->stream->slot] = w->seq;
+            more = true;
+          }
+        }
+  }
+  return need[k->on_slot] >= k->task.seq;
+}
+
+/* A kernel's read or sync |c|, placed, that would wait for that kernel: it
+ * is answered now and stays on its stream as a no-op. Nothing races: the
+ * task cannot run before the kernel ends, which needs this answer first. */
+static void refuse_if_waits_for_caller(weft_device *dev, cmd *c, const char *call) {
+  if (!c->caller || !waits_for_kernel(dev, c, c->caller)) return;
+  weft_token *tok = c->token;
+  weft_status st = kernel_refusal(dev, c->caller, call,
+                                  "it is ordered, through the buffers streams share, after work "
+                                  "that runs only once the kernel has returned");
+  c->token = NULL;
+  c->len = 0;
+  weft__token_complete(tok, st);
 }
 
 static void sched_rw(weft_device *dev, cmd *c, bool write) {
@@ -853,6 +959,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   /* A synchronous operation flushes its stream; so does a staged write,
    * whose bytes the drop queue fences with its position on the stream. */
   if (waited || staged) weft__ms_flush(dev, s->slot);
+  if (!write) refuse_if_waits_for_caller(dev, c, "weft_buffer_read");
   if (staged) {
     weft_drop_queue_push(&dev->drops[s->slot], c->data, (size_t)c->len);
     if (weft_drop_queue_should_flush(&dev->drops[s->slot]))
@@ -877,6 +984,7 @@ static void sched_sync(weft_device *dev, cmd *c) {
   c->task.run = run_barrier;
   weft__ms_register(dev, slot, c);
   weft__ms_flush(dev, slot);
+  refuse_if_waits_for_caller(dev, c, "weft_sync");
 }
 
 /* A target for the failure store: the buffer's graph-tagged taint. */
@@ -1007,12 +1115,15 @@ static void complete(weft_device *dev, cmd *c) {
       }
     }
     if (dev->gpu) weft__gpu_staging_done(dev, c, !st);
-    weft__token_complete(c->token, st);
+    if (c->token)
+      weft__token_complete(c->token, st);
+    else /* refused: its kernel had the answer */
+      weft_error_free(st);
     buf_unpin(dev, b);
     break;
   }
   case CMD_SYNC:
-    if (dev->gpu) /* the barrier's position on the stream has completed */
+    if (dev->gpu && c->token) /* the barrier's position on the stream has completed */
       weft__token_complete(c->token,
                            c->result == OUT_POISONED ? weft_error_clone(dev->poison_error) : NULL);
     break;
@@ -1103,14 +1214,15 @@ static bool completions_owed(weft_device *dev) {
 
 /* The scheduler's view, for a lost wake-up's report (role holder only). */
 static void dev_dump(weft_device *dev) {
+  uint64_t pending = 0; /* over every stream's budget and the shared one */
+  for (uint32_t i = 0; i <= WEFT_MAX_STREAMS; i++) pending += atomic_load(&dev->pending[i].n);
   fprintf(stderr,
           "  scheduler (%s): role %u, wake raised %u, inbox %s (parked %u, epoch %u), "
           "held %s, pending %" PRIu64 ", inflight %" PRIu64 ", shutdown %d\n",
           dev->combining ? "combining" : "thread", atomic_load(&dev->role),
           atomic_load(&dev->wake.raised), weft_inbox_empty(&dev->inbox) ? "empty" : "non-empty",
           atomic_load(&dev->inbox.ec.sleepers), atomic_load(&dev->inbox.ec.epoch),
-          dev->held_head ? "commands" : "none", atomic_load(&dev->pending), dev->inflight,
-          dev->shutdown);
+          dev->held_head ? "commands" : "none", pending, dev->inflight, dev->shutdown);
   for (uint32_t i = 0; i < dev->max_streams; i++) {
     if (!dev->streams[i]) continue;
     weft_task *h = dev->fifo[i].head, *t = dev->fifo[i].tail;
@@ -1174,6 +1286,10 @@ static void sched_wait(weft_device *dev, bool inbox) {
 }
 
 void weft__dev_process(weft_device *dev, cmd *c) {
+  if (c->cancelled) { /* a kernel's call, refused while it was queued */
+    weft__cmd_free(c);
+    return;
+  }
   dev->stats.commands++;
   if (dev->gpu) weft__gpu_check_poison(dev, false); /* a sticky error any call met */
   switch (c->kind) {
@@ -1429,10 +1545,57 @@ static void *scheduler_main(void *arg) {
   return dev->combining ? combining_thread(dev) : scheduler_thread(dev);
 }
 
+static const char *call_name(const cmd *c) {
+  switch (c->kind) {
+  case CMD_READ:
+    return "weft_buffer_read";
+  case CMD_SYNC:
+    return "weft_sync";
+  case CMD_CHECK:
+    return "weft_check";
+  case CMD_STATS:
+    return "weft_device_stats_get";
+  case CMD_FAILPOINTS:
+    return "weft_device_set_failpoints";
+  case CMD_CAPTURE:
+    return "a capture call";
+  default:
+    return "a memory call";
+  }
+}
+
+/* A drain waits for every running kernel. A kernel's blocking call still
+ * queued (behind the command that drains) would keep that kernel, and so
+ * the drain, waiting forever: it is refused now, its kernel goes on, and the
+ * command is processed later as a no-op. Scans the queue from |e|. */
+static void refuse_queued_from(weft_device *dev, ck_stack_entry_t *e) {
+  for (; e; e = e->next) {
+    cmd *c = (cmd *)WEFT_TASK_OF(e);
+    if (c->kind == CMD_LAUNCH || !c->caller || !c->token || c->cancelled) continue;
+    c->cancelled = true;
+    weft__token_complete(c->token,
+                         kernel_refusal(dev, c->caller, call_name(c),
+                                        "the device is waiting for every running kernel to "
+                                        "finish (for another call), this one included"));
+  }
+}
+
 void weft__dev_drain(weft_device *dev) {
   weft__dev_flush_all(dev);
-  while (dev->inflight)
-    if (!retire_all(dev)) sched_wait(dev, false);
+  refuse_queued_from(dev, dev->held_head);
+  while (dev->inflight) {
+    if (retire_all(dev)) continue;
+    /* What arrived joins the queue, in order, and is looked at. A worker's
+     * push raises the wake signal when combining (clients' pushes are quiet
+     * then), and wakes the inbox otherwise. */
+    ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->inbox, &tail);
+    if (e) {
+      held_append(dev, e, tail);
+      refuse_queued_from(dev, e);
+      continue;
+    }
+    sched_wait(dev, !dev->combining);
+  }
 }
 
 /* ---- device ------------------------------------------------------------------------------------
@@ -1769,7 +1932,7 @@ weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t
   size_t bytes = sizeof(weft_buf) + sizeof(uint64_t) * dev->max_streams;
   weft_buf *b = weft__calloc(&dev->alloc, bytes, 16);
   if (!b) return oom(bytes, "a buffer");
-  cmd *c = weft__cmd_new(dev, CMD_CREATE, 0);
+  cmd *c = weft__cmd_new_on(dev, CMD_CREATE, 0, stream);
   if (!c) {
     weft__free(&dev->alloc, b, bytes, 16);
     return oom(sizeof(cmd), "a create command");
@@ -1848,7 +2011,7 @@ weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buff
   }
   size_t extra = align8(sizeof(weft_buf *)) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
                  (staged || direct ? 0 : (size_t)len);
-  cmd *c = weft__cmd_new(dev, CMD_WRITE, extra);
+  cmd *c = weft__cmd_new_on(dev, CMD_WRITE, extra, stream);
   if (!c) {
     if (staged) atomic_fetch_sub_explicit(&dev->staged_bytes, len, memory_order_relaxed);
     return oom(extra, "a write command");
@@ -1894,8 +2057,13 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   if ((st = lookup_buffer(dev, buf, &size))) return st;
   if (!dst && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "dst is NULL");
   if ((st = check_range(size, offset, len, "read"))) return st;
+  const cmd *k = weft__running_kernel(dev);
+  if (k && slot_of(dev, k->stream) == slot_of(dev, stream))
+    return weft__refuse_in_kernel(dev, "weft_buffer_read on the kernel's own stream",
+                                  "the read is ordered after every command submitted there "
+                                  "before it, the kernel included");
   size_t extra = align8(sizeof(weft_buf *)) + sizeof(weft_stream_wait) * dev->max_streams;
-  cmd *c = weft__cmd_new(dev, CMD_READ, extra);
+  cmd *c = weft__cmd_new_on(dev, CMD_READ, extra, stream);
   if (!c) return oom(extra, "a read command");
   char *p = (char *)c + align8(sizeof(cmd));
   c->bufs = (weft_buf **)p;
@@ -1908,6 +2076,7 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   c->offset = offset;
   c->len = len;
   c->data = dst;
+  c->caller = k;
   cmd_submit(dev, c);
   return weft__token_wait(&tok);
 }
@@ -2015,11 +2184,11 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
 cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *resolved, size_t nb, const void *scalars,
-                        size_t scalar_bytes) {
+                        size_t scalar_bytes, bool wait) {
   size_t extra = align8(sizeof(weft_binding) * nb) + align8(sizeof(weft_buf *) * nb) +
                  align8(sizeof(void *) * nb) + align8(sizeof(weft_stream_wait) * dev->max_streams) +
                  scalar_bytes;
-  cmd *c = weft__cmd_new(dev, CMD_LAUNCH, extra);
+  cmd *c = cmd_alloc(dev, CMD_LAUNCH, extra, slot_of(dev, stream), wait);
   if (!c) return NULL;
   char *p = (char *)c + align8(sizeof(cmd));
   c->bindings = (weft_binding *)p;
@@ -2054,7 +2223,7 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
                           resolved);
   if (st) return st;
   cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, num_bindings, scalars,
-                              scalar_bytes);
+                              scalar_bytes, true);
   if (!c) return oom(sizeof(cmd), "a launch command");
   c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
   cmd_submit(dev, c);
@@ -2065,12 +2234,18 @@ weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
   WEFT_INSIDE in = {0};
   weft_status st = enter_blocking(dev, &in);
   if (st) return st;
-  cmd *c = weft__cmd_new(dev, CMD_SYNC, 0);
+  const cmd *k = weft__running_kernel(dev);
+  if (k && slot_of(dev, k->stream) == slot_of(dev, stream))
+    return weft__refuse_in_kernel(dev, "weft_sync on the kernel's own stream",
+                                  "the barrier waits for everything submitted there before it, "
+                                  "the kernel included");
+  cmd *c = weft__cmd_new_on(dev, CMD_SYNC, 0, stream);
   if (!c) return oom(sizeof(cmd), "a sync command");
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;
   c->stream = stream;
+  c->caller = k;
   cmd_submit(dev, c);
   return weft__token_wait(&tok);
 }
@@ -2090,6 +2265,7 @@ weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
   c->handles = (uint64_t *)((char *)c + align8(sizeof(cmd)));
   for (size_t i = 0; i < n; i++) c->handles[i] = bufs[i].id;
   c->nb = (uint32_t)n;
+  c->caller = weft__running_kernel(dev);
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;
@@ -2127,6 +2303,7 @@ weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
   weft__token_init(&tok);
   c->token = &tok;
   c->stats_out = out;
+  c->caller = weft__running_kernel(dev);
   cmd_submit(dev, c);
   return weft__token_wait(&tok);
 }
@@ -2151,6 +2328,7 @@ weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
   if (!c) return oom(len + 1, "a failpoints command");
   c->data = (char *)c + align8(sizeof(cmd));
   memcpy(c->data, spec, len + 1);
+  c->caller = weft__running_kernel(dev);
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;

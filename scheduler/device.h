@@ -40,7 +40,9 @@ typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED 
 typedef struct cmd {
   weft_task task; /* first: the inbox link is the task's */
   cmd_kind kind;
-  size_t bytes; /* size of this allocation */
+  uint16_t budget;  /* back-pressure: the stream slot it counts against, or WEFT_MAX_STREAMS */
+  uint16_t on_slot; /* placed: the stream slot that runs it */
+  size_t bytes;     /* size of this allocation */
   weft_device *dev;
   weft_stream_id stream;
   weft_token *token;
@@ -63,7 +65,10 @@ typedef struct cmd {
     void *graph;       /* LAUNCH on a CUDA device: replays this CUDA graph (a capture's) */
   };
   weft_buf **bufs; /* LAUNCH, READ, WRITE: resolved buffers */
-  const void *scalars;
+  union {
+    const void *scalars;      /* LAUNCH */
+    const struct cmd *caller; /* a blocking call from a host kernel: that kernel's launch */
+  };
   size_t scalar_bytes;
   weft_device_stats *stats_out;       /* STATS */
   struct weft_memory_call *mem;       /* MEMORY: the call, on the caller's stack */
@@ -73,6 +78,7 @@ typedef struct cmd {
   bool poison;                        /* LAUNCH: a failpoint poisons the device when it runs */
   struct weft_replay_count *instance; /* LAUNCH: the replay instance that owns it, or NULL */
   bool detached;          /* kept by a recording: no longer counted against back-pressure */
+  bool cancelled;         /* a kernel's call refused while queued: processed as a no-op */
   outcome result;         /* set by the worker */
   weft_status error;      /* OUT_FAILED: the error (owned) */
   weft_read_failure skip; /* OUT_SKIPPED: the root and the input that carried it */
@@ -175,8 +181,12 @@ struct weft_device {
   _Alignas(64) weft_inbox inbox;
   _Atomic uint32_t role; /* COMBINING: 1 while a thread holds the scheduler role */
   _Alignas(64) weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
-  /* back-pressure: commands submitted by clients and not yet retired */
-  _Alignas(64) _Atomic uint64_t pending;
+  /* back-pressure: commands submitted and not yet retired, per budget (a
+   * stream slot's, then the device's own for commands on no stream), each on
+   * its own line: clients of different streams do not share one */
+  struct weft_budget {
+    _Alignas(64) _Atomic uint64_t n;
+  } pending[WEFT_MAX_STREAMS + 1];
   _Alignas(64) _Atomic uint64_t pending_peak, backpressure_waits;
   weft_eventcount room;          /* clients waiting for pending < max_pending park here */
   _Atomic uint64_t staged_bytes; /* staged write bytes not yet freed (the staging window) */
@@ -204,8 +214,9 @@ struct weft_device {
   } fifo[WEFT_MAX_STREAMS];
   /* Commands retired and not yet returned to their classes: returned in one
    * push per class, and the pending count lowered once, per retirement pass. */
+  uint64_t fc_pending[WEFT_MAX_STREAMS + 1]; /* of them, counted as pending, per budget */
   ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
-  uint64_t fc_n, fc_pending; /* commands in the chains; of them, counted as pending */
+  uint64_t fc_n, fc_budgets; /* commands in the chains; stream budgets (bits) in fc_pending */
   weft_host_pool *pool;      /* runs the streams (host backend) */
   struct weft_gpu *gpu;      /* the CUDA backend, or NULL (scheduler/cuda/device_cuda.c) */
   weft_stream **streams;     /* [max_streams], created lazily */
@@ -229,8 +240,17 @@ struct weft_device {
 
 /* A command of |kind| with |extra| bytes after it, from the device's pools.
  * A client past the back-pressure limit waits here (the scheduler thread and
- * the device's own workers never wait: they are what frees room). */
+ * the device's own workers never wait: they are what frees room). Commands
+ * on a stream count against that stream's budget (_on), others against the
+ * device's own: a stream stalled behind a blocked kernel holds up only its
+ * own clients. */
 cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra);
+cmd *weft__cmd_new_on(weft_device *dev, cmd_kind kind, size_t extra, weft_stream_id stream);
+/* The launch whose host kernel the calling thread runs on |dev|, or NULL. */
+const cmd *weft__running_kernel(const weft_device *dev);
+/* InvalidArgument for |call| made from a kernel of |dev|, which would wait
+ * for that kernel (|why|); NULL when the calling thread runs none. */
+weft_status weft__refuse_in_kernel(const weft_device *dev, const char *call, const char *why);
 void weft__cmd_free(cmd *c);
 /* A command a recording keeps (for the capture's lifetime) stops counting
  * against back-pressure, or a long recording would block its own end. */
@@ -253,10 +273,12 @@ void weft__dev_flush_all(weft_device *dev);
 void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c);
 void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n);
 void weft__ms_flush(weft_device *dev, uint32_t slot);
-/* Retires tasks until none is in flight; commands that arrive meanwhile stay
- * in the inbox for the main loop. Needed before bytes move (relocation:
- * workers hold addresses resolved at dispatch) and before the scheduler
- * touches execution views. */
+/* Retires tasks until none is in flight; commands that arrive meanwhile join
+ * the scheduler's queue, in order, for the main loop. Needed before bytes
+ * move (relocation: workers hold addresses resolved at dispatch) and before
+ * the scheduler touches execution views. It never waits for a kernel that
+ * waits for the scheduler: a kernel's blocking call still queued is refused
+ * (InvalidArgument), so that kernel can finish. */
 void weft__dev_drain(weft_device *dev);
 weft_device *weft__dev_scheduling(void); /* the device whose scheduler is this thread */
 /* Adds a kernel: |name| is copied, |e|'s other fields taken as they are. */
@@ -343,10 +365,12 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
                                const uint32_t block[3], const weft_binding *bindings,
                                size_t num_bindings, const void *scalars, size_t scalar_bytes,
                                weft_binding *resolved);
+/* |wait| false: NULL at once (as for no memory) when the stream's budget is
+ * full, instead of waiting for room. */
 cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *resolved, size_t nb, const void *scalars,
-                        size_t scalar_bytes);
+                        size_t scalar_bytes, bool wait);
 /* A launch that cannot run: its outputs carry |err|. */
 void weft__launch_fail(weft_device *dev, const cmd *r, weft_status err);
 /* Copies the recorded launch |r| into |c| (its arrays rebased). */

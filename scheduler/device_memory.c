@@ -268,11 +268,18 @@ void weft__dev_memory_call(weft_device *dev, cmd *c) {
 static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter_blocking(dev, &in);
+  if (!st && m->op == MEM_CLEANUP)
+    st = weft__refuse_in_kernel(dev, "weft_memory_cleanup",
+                                "a cleanup waits for every running kernel");
+  else if (!st && m->op == MEM_INSTALL)
+    st = weft__refuse_in_kernel(dev, "weft_memory_install_layout",
+                                "installing a layout waits for every running kernel");
   if (st) return st;
   cmd *c = weft__cmd_new(dev, CMD_MEMORY, 0);
   if (!c)
     return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "no memory for a command");
   c->mem = m;
+  c->caller = weft__running_kernel(dev);
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;

@@ -90,6 +90,7 @@ static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, we
   set_waits(dev, c, s->slot, w);
   c->task.seq = ++s->submitted;
   c->task.placed = ++dev->placed;
+  c->on_slot = (uint16_t)s->slot;
   c->task.link.next = NULL;
   if (*tail)
     (*tail)->link.next = &c->task.link;

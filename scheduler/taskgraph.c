@@ -160,8 +160,8 @@ weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter(dev, &in);
   if (st || !g->n) return st;
-  /* Every buffer still live, then every command built, then one push: the
-   * graph is queued whole or not at all. */
+  /* Every buffer still live first: a graph naming a dead one is not queued
+   * at all. */
   for (uint32_t i = 0; i < g->n; i++) {
     const tg_node *nd = &g->nodes[i];
     for (uint32_t b = 0; b < nd->nb; b++)
@@ -171,26 +171,37 @@ weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
                                " is not a live buffer of this device (released, stale or forged)",
                                i, (uint32_t)nd->bindings[b].buffer.id);
   }
-  /* Chunks keep a large graph under the back-pressure limit (a client
-   * holding more unsubmitted commands than the limit would wait forever);
-   * one thread pushing them in order keeps the graph's order. */
+  /* Chunks keep a large graph under the back-pressure limit; one thread
+   * pushing them in order keeps the graph's order. A submitter never waits
+   * for room while it holds commands it has not pushed: those count against
+   * the budgets, and submitters each holding part of one would wait for one
+   * another forever. So the chunk built so far is pushed first. */
   uint32_t chunk = dev->max_pending / 2 ? (uint32_t)(dev->max_pending / 2) : 1;
   if (chunk > 1024) chunk = 1024;
   uint64_t no = atomic_fetch_add_explicit(&dev->launches_submitted, g->n, memory_order_relaxed);
+  bool queued = false; /* some nodes were pushed */
   for (uint32_t at = 0; at < g->n; at += chunk) {
     uint32_t end = g->n - at > chunk ? at + chunk : g->n;
     cmd *first = NULL, *last = NULL;
     for (uint32_t i = at; i < end; i++) {
       const tg_node *nd = &g->nodes[i];
       cmd *c = weft__launch_build(dev, base + nd->lane, nd->kernel, nd->grid, nd->block,
-                                  nd->bindings, nd->nb, nd->scalars, nd->scalar_bytes);
+                                  nd->bindings, nd->nb, nd->scalars, nd->scalar_bytes, !first);
+      if (!c && first) { /* no room (or no memory): push what is built, then wait */
+        weft__cmd_submit_chain(dev, first, last);
+        first = last = NULL;
+        queued = true;
+        c = weft__launch_build(dev, base + nd->lane, nd->kernel, nd->grid, nd->block, nd->bindings,
+                               nd->nb, nd->scalars, nd->scalar_bytes, true);
+      }
       if (!c) {
         for (cmd *x = first, *nx; x; x = nx) {
           nx = weft__cmd_next(x);
           weft__cmd_free(x);
         }
-        return oom(sizeof(cmd), at ? "the rest of a graph submission (the first nodes were queued)"
-                                   : "a graph submission");
+        return oom(sizeof(cmd), queued
+                                    ? "the rest of a graph submission (the first nodes were queued)"
+                                    : "a graph submission");
       }
       c->launch_no = ++no;
       c->task.link.next = NULL;
@@ -200,7 +211,8 @@ weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
         first = c;
       last = c;
     }
-    weft__cmd_submit_chain(dev, first, last);
+    if (first) weft__cmd_submit_chain(dev, first, last);
+    queued = true;
   }
   return NULL;
 }

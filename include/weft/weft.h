@@ -198,10 +198,18 @@ typedef struct weft_device_options {
   const weft_allocator *allocator;         /* NULL: weft_allocator_default() */
   const struct weft_layout *memory_layout; /* NULL: SUBSLICES; copied at open */
   int persistent_memory;                   /* a weft_persistent_policy; default ENABLED */
-  /* Back-pressure: at most this many submitted commands wait for the
-   * scheduler; a client past it spins, then parks, until the scheduler
-   * catches up (nothing is dropped). 0: 16384 (8 MiB of commands: more only
-   * evicts the caches the pipeline runs in). */
+  /* Back-pressure, per stream: at most this many commands submitted on one
+   * stream slot (launches, writes, reads, syncs, creates) and not yet
+   * retired; a client past it spins, then parks, until that stream catches
+   * up (nothing is dropped). Clients of other streams never wait for it: a
+   * kernel that blocks stalls only its own stream's submitters (and streams
+   * whose work waits for it through shared buffers). Commands on no stream
+   * (release, check, stats, memory, failpoint calls, capture transitions)
+   * have one budget of the same size; a replay counts against the first of
+   * its capture's streams. The device thus holds at most
+   * (max_streams + 1) * max_pending_commands commands. A host kernel
+   * submitting to its own device never waits. 0: 16384 (8 MiB of commands
+   * per stream: more only evicts the caches the pipeline runs in). */
   uint32_t max_pending_commands;
   weft_scheduler_mode scheduler; /* default: DEFAULT */
 } weft_device_options;
@@ -291,7 +299,25 @@ typedef struct weft_kernel_ctx {
   size_t scalar_bytes;
 } weft_kernel_ctx;
 /* Called once per block, in order x fastest; a non-NULL return fails the
- * launch (ownership of the error transfers to weft) and stops its blocks. */
+ * launch (ownership of the error transfers to weft) and stops its blocks.
+ *
+ * A kernel may call its own device. Submissions (launch, write, create,
+ * release, task-graph submit, replay) never wait. A blocking call that could
+ * wait for the kernel making it fails with InvalidArgument naming the call
+ * and the reason: a read or sync on the kernel's own stream, or on a stream
+ * whose work waits (through buffers streams share) for the kernel, such as
+ * a read of the kernel's own output; weft_memory_cleanup and
+ * weft_memory_install_layout on any stream, weft_capture_begin, and
+ * weft_capture_abort while replays of that capture are in flight (each waits
+ * for every running kernel). weft_capture_destroy from a kernel does not
+ * wait: the device frees the capture once its replays are done. Other
+ * blocking calls are answered, except when another thread's call needs the
+ * device quiescent (cleanup, layout install, capture begin or destroy, a
+ * reservation's reclaim) while the kernel's call is still queued behind it:
+ * that call then fails with InvalidArgument (the device waits for every
+ * running kernel, and never for one that waits for it), and can be retried
+ * once the kernel has returned. Two kernels each waiting for the other's
+ * stream are not detected. */
 typedef weft_status (*weft_host_kernel_fn)(const weft_kernel_ctx *ctx, void *user);
 
 /* Registers a host kernel; |name| is copied (1..255 bytes). */
@@ -534,14 +560,15 @@ WEFT_API weft_status weft_capture_abort(weft_capture *cap);
 WEFT_API weft_status weft_capture_replay(weft_capture *cap);
 WEFT_API weft_capture_state weft_capture_state_of(const weft_capture *cap); /* 0 for NULL */
 WEFT_API size_t weft_capture_launches(const weft_capture *cap);             /* recorded launches */
-/* Waits until no replay of |cap| runs, then frees it and everything it holds.
- * NULL is a no-op. Either order with weft_device_close is safe: close ends
- * every live capture and frees what the device owns (the recording, its
- * instances, the buffers it kept alive), leaving the weft_capture object to
- * the caller; destroy after close then frees only that object (it touches no
- * device; the device's allocator must still work). After close every other
- * call on the capture fails with InvalidArgument ("device is closed"), and
- * its state reads ABORTED. */
+/* Waits until no replay of |cap| runs, then frees it and everything it holds;
+ * from a host kernel it does not wait (the device frees the capture once its
+ * replays are done). NULL is a no-op. Either order with weft_device_close is
+ * safe: close ends every live capture and frees what the device owns (the
+ * recording, its instances, the buffers it kept alive), leaving the
+ * weft_capture object to the caller; destroy after close then frees only that
+ * object (it touches no device; the device's allocator must still work).
+ * After close every other call on the capture fails with InvalidArgument
+ * ("device is closed"), and its state reads ABORTED. */
 WEFT_API void weft_capture_destroy(weft_capture *cap);
 
 /* ---- task graphs ---------------------------------------------------------------
@@ -603,8 +630,8 @@ typedef struct weft_device_stats {
   uint64_t reclaims_rescued;   /* ... and succeeded on the retry */
   uint64_t relocations;        /* allocations moved off outdated pages (ladder and cleanups) */
   uint64_t failures_live;      /* failures the error graph holds (0 when no buffer carries one) */
-  uint64_t pending_peak;       /* most commands submitted and not yet retired at once */
-  uint64_t backpressure_waits; /* times a client waited for the scheduler to catch up */
+  uint64_t pending_peak;       /* most commands pending at once against one budget */
+  uint64_t backpressure_waits; /* times a client waited for its stream to catch up */
   uint64_t batches_flushed;    /* per-stream batches handed to the backend */
   uint64_t batches_full;       /* ... of which because they reached max_tasks */
   uint64_t align_flushes;      /* registrations that first executed other streams' batches */

@@ -410,7 +410,7 @@ weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out) {
     for (uint32_t i = 0; i < r->nb; i++) all[k++] = r->bindings[i];
   weft_kernel kid = {((uint64_t)dev->tag << 32) | (rec->kernel + 1u)};
   const uint32_t one[3] = {1, 1, 1};
-  cmd *g = weft__launch_build(dev, rec->stream, kid, one, one, all, nb, NULL, 0);
+  cmd *g = weft__launch_build(dev, rec->stream, kid, one, one, all, nb, NULL, 0, true);
   weft__free(&dev->alloc, all, bytes, 16);
   if (!g) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, nb, "a capture's replay command");
   weft__cmd_detach(dev, g); /* kept for the capture's life */

@@ -3,6 +3,7 @@
  * device's own threads (workers) never wait. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include <weft/weft.h>
@@ -128,4 +129,132 @@ Test(backpressure, a_worker_submitting_to_its_own_device_never_waits, .timeout =
   OK(weft_buffer_read(dev, 1, self_buf, 0, &got, sizeof(got)));
   cr_assert_eq(got, 8 * 64);
   close_capped(dev, ca);
+}
+
+/* ---- budgets per stream ---------------------------------------------------------------- */
+
+static _Atomic int gate_open;
+
+static weft_status wait_for_gate(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx, (void)user;
+  while (!atomic_load(&gate_open)) sched_yield();
+  return NULL;
+}
+
+typedef struct flooder {
+  producer p;
+  _Atomic int done;
+} flooder;
+
+static void *flood(void *arg) {
+  flooder *f = arg;
+  produce(&f->p);
+  atomic_store(&f->done, 1);
+  return NULL;
+}
+
+static uint64_t read_u64(weft_device *dev, weft_stream_id s, weft_buffer b) {
+  uint64_t got = 0;
+  OK(weft_buffer_read(dev, s, b, 0, &got, sizeof(got)));
+  return got;
+}
+
+/* A kernel blocks stream 0 and a client fills stream 0's budget behind it
+ * (it parks): launches on stream 1 still run, while the kernel is blocked. */
+Test(backpressure, an_unrelated_stream_keeps_flowing_while_another_is_blocked, .timeout = 60) {
+  enum { CAP = 64, N1 = 1000 };
+  weft_counting_allocator *ca;
+  weft_allocator a;
+  weft_device *dev = open_capped(&ca, &a, CAP);
+  weft_kernel k, gk;
+  OK(weft_kernel_host(dev, "inc", inc, NULL, &k));
+  OK(weft_kernel_host(dev, "gate", wait_for_gate, NULL, &gk));
+  atomic_store(&gate_open, 0);
+  flooder f = {.p = {.dev = dev, .k = k, .stream = 0, .n = 4 * CAP}};
+  weft_buffer b1;
+  OK(weft_buffer_create(dev, 0, sizeof(uint64_t), &f.p.b));
+  OK(weft_buffer_create(dev, 1, sizeof(uint64_t), &b1));
+  uint64_t zero = 0;
+  OK(weft_buffer_write(dev, 0, f.p.b, 0, &zero, sizeof(zero)));
+  OK(weft_buffer_write(dev, 1, b1, 0, &zero, sizeof(zero)));
+  OK(weft_sync(dev, 0));
+  OK(weft_sync(dev, 1));
+  const uint32_t g[3] = {1, 1, 1};
+  OK(weft_launch(dev, 0, gk, g, g, NULL, 0, NULL, 0));
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, flood, &f), 0);
+  weft_device_stats st;
+  do { /* the flooder parks: stream 0's budget is full */
+    sched_yield();
+    OK(weft_device_stats_get(dev, &st));
+  } while (st.backpressure_waits == 0);
+  producer p1 = {.dev = dev, .k = k, .b = b1, .stream = 1, .n = N1};
+  produce(&p1);
+  OK(weft_sync(dev, 1));
+  cr_assert_eq(read_u64(dev, 1, b1), (uint64_t)N1);
+  cr_assert_eq(atomic_load(&f.done), 0, "stream 0 was never blocked");
+  cr_assert_eq(atomic_load(&gate_open), 0);
+  atomic_store(&gate_open, 1);
+  pthread_join(t, NULL);
+  cr_assert_eq(read_u64(dev, 0, f.p.b), (uint64_t)4 * CAP);
+  OK(weft_device_stats_get(dev, &st));
+  cr_assert_leq(st.pending_peak, (uint64_t)CAP + 2,
+                "one stream held %llu commands over a cap of %d",
+                (unsigned long long)st.pending_peak, CAP);
+  OK(weft_buffer_release(dev, f.p.b));
+  OK(weft_buffer_release(dev, b1));
+  close_capped(dev, ca);
+}
+
+/* ---- task graphs against the budget ---------------------------------------------------- */
+
+typedef struct graph_submitter {
+  weft_device *dev;
+  weft_kernel k;
+  weft_buffer b;
+  uint32_t nodes;
+  int rounds;
+} graph_submitter;
+
+static void *submit_graphs(void *arg) {
+  graph_submitter *s = arg;
+  weft_taskgraph *g;
+  OK(weft_taskgraph_create(s->dev, &g));
+  const uint32_t one3[3] = {1, 1, 1};
+  weft_binding bd = {s->b, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  for (uint32_t i = 0; i < s->nodes; i++)
+    OK(weft_taskgraph_add_launch(g, s->k, one3, one3, &bd, 1, NULL, 0, NULL));
+  for (int r = 0; r < s->rounds; r++) OK(weft_taskgraph_submit(g, 0));
+  weft_taskgraph_destroy(g);
+  return NULL;
+}
+
+/* Three submitters of graphs larger than the budget: one that waited for
+ * room while holding commands it had not pushed would wait, with the
+ * others, for room only their pushes could make. */
+Test(backpressure, three_graph_submitters_over_a_small_budget_never_deadlock, .timeout = 120) {
+  enum { S = 3, ROUNDS = 40 };
+  for (uint32_t cap = 64; cap <= 512; cap *= 2) {
+    weft_counting_allocator *ca;
+    weft_allocator a;
+    weft_device *dev = open_capped(&ca, &a, cap);
+    weft_kernel k;
+    OK(weft_kernel_host(dev, "inc", inc, NULL, &k));
+    graph_submitter s[S];
+    pthread_t t[S];
+    for (int i = 0; i < S; i++) {
+      s[i] = (graph_submitter){.dev = dev, .k = k, .nodes = 2 * cap, .rounds = ROUNDS};
+      OK(weft_buffer_create(dev, 0, sizeof(uint64_t), &s[i].b));
+      uint64_t zero = 0;
+      OK(weft_buffer_write(dev, 0, s[i].b, 0, &zero, sizeof(zero)));
+    }
+    for (int i = 0; i < S; i++) cr_assert_eq(pthread_create(&t[i], NULL, submit_graphs, &s[i]), 0);
+    for (int i = 0; i < S; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < S; i++) {
+      cr_assert_eq(read_u64(dev, 0, s[i].b), (uint64_t)ROUNDS * 2 * cap,
+                   "cap %u, submitter %d: launches lost", cap, i);
+      OK(weft_buffer_release(dev, s[i].b));
+    }
+    close_capped(dev, ca);
+  }
 }
