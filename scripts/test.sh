@@ -15,9 +15,9 @@ if [ "$SAN" = "thread" ]; then
   # Criterion cannot run under TSan: only the plain-main stress programs,
   # under both scheduler modes.
   ctest --output-on-failure -j2 -R '^stress_'
-  WEFT_SCHEDULER=combining ctest --output-on-failure -j2 -R '^stress_stress_(submit|replay)'
+  WEFT_SCHEDULER=combining ctest --output-on-failure -j2 -R '^stress_stress_(submit|replay|close)'
 else
   ctest --output-on-failure -j2
   # The device suites and stress programs again with the combining scheduler.
-  WEFT_SCHEDULER=combining ctest --output-on-failure -j2 -R '^(device_|stress_stress_(submit|replay)|examples_)'
+  WEFT_SCHEDULER=combining ctest --output-on-failure -j2 -R '^(device_|stress_stress_(submit|replay|close)|examples_)'
 fi
