@@ -180,6 +180,15 @@ void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t bu
                          (uint32_t)buffer));
 }
 
+void weft__capture_on_unstarted(weft_device *dev, const cmd *c, weft_status why) {
+  weft_capture *cap = recording(dev, c->stream);
+  if (cap)
+    doom(dev, cap,
+         weft_error_make(WEFT_ERR_GENERIC,
+                         "capture: launch %" PRIu64 " ('%s') could not start inside the window: %s",
+                         c->launch_no, dev->kernels[c->kernel].name, weft_error_message(why)));
+}
+
 weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what) {
   weft_capture *cap = recording(dev, stream);
   if (!cap) return NULL;

@@ -908,6 +908,10 @@ static void op_capture(model *m, fz *f) {
     break;
   case 3: /* abort */
     st = weft_capture_abort(c->h);
+    /* Out of memory for its command, abort reports it and changes nothing. */
+    if (m->oom && weft_error_kind_of(st) == WEFT_ERR_OUT_OF_MEMORY &&
+        weft_capture_state_of(c->h) == c->state)
+      break;
     c->state = WEFT_CAPTURE_ABORTED;
     FZ_CHECK(weft_capture_state_of(c->h) == WEFT_CAPTURE_ABORTED, "step %d: abort left state %d",
              m->step, weft_capture_state_of(c->h));

@@ -1,6 +1,7 @@
-/* weft_capture_destroy when memory has run out (found by fuzz_api in OOM
- * mode): destroy allocated its command, and when that failed it returned
- * without doing anything ("close frees it"), so the capture stayed live
+/* Captures when memory runs out (found by fuzz_api in OOM mode).
+ *
+ * weft_capture_destroy without memory for its command: destroy allocated its command, and when that
+ * failed it returned without doing anything ("close frees it"), so the capture stayed live
  * (captures_live 1) and its window kept its slots isolated, their
  * reservations Forbidden, until weft_device_close. Destroy cannot report a
  * failure: it must end the capture whatever the allocator says.
@@ -15,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <weft/weft.h>
 
@@ -69,6 +71,10 @@ Test(capture, destroy_without_memory_for_its_command_still_ends_the_capture, .ti
   cr_assert_null(weft_kernel_host(dev, "nop", nop_kernel, NULL, &k));
 
   weft_stream_id rec = 1, other = 0;
+  const uint32_t one[3] = {1, 1, 1};
+  /* Stream 1 exists before memory runs out: its launches are recorded. */
+  cr_assert_null(weft_launch(dev, rec, k, one, one, NULL, 0, NULL, 0));
+  cr_assert_null(weft_sync(dev, rec));
   weft_capture *cap = NULL, *idle = NULL;
   cr_assert_null(weft_capture_prepare(dev, &rec, 1, &cap));
   cr_assert_null(weft_capture_prepare(dev, &other, 1, &idle));
@@ -77,7 +83,6 @@ Test(capture, destroy_without_memory_for_its_command_still_ends_the_capture, .ti
 
   /* Recorded launches keep their commands: launch until one finds neither a
    * free command nor memory for a new one. */
-  const uint32_t one[3] = {1, 1, 1};
   atomic_store(&fa.failing, true);
   weft_status st = NULL;
   size_t launched = 0;
@@ -105,6 +110,60 @@ Test(capture, destroy_without_memory_for_its_command_still_ends_the_capture, .ti
   cr_assert_null(st, "read on a slot the destroyed capture held: %s", weft_error_message(st));
   cr_assert_eq(got[0], 7);
   cr_assert_null(weft_buffer_release(dev, b));
+  weft_device_close(dev);
+  cr_assert_eq(atomic_load(&fa.live), 0, "%llu blocks outlive the device",
+               (unsigned long long)atomic_load(&fa.live));
+  ASSERT_NO_LEAKS();
+}
+
+/* A launch on a recording stream whose stream cannot be created (found by
+ * fuzz_api in OOM mode): the launch failed before the recording hook, so it
+ * was neither recorded nor dooming, and end reported a ready capture that
+ * replays without it. It must doom the recording like any launch that fails
+ * inside the window. */
+Test(capture, a_launch_that_cannot_start_inside_the_window_dooms_the_recording, .timeout = 60) {
+  failing_alloc fa = {0};
+  weft_allocator alloc = {.self = &fa, .alloc = failing_alloc_fn, .free = failing_free_fn};
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.allocator = &alloc;
+  o.max_streams = 2;
+  weft_device *dev;
+  cr_assert_null(weft_device_open(&o, &dev));
+  weft_kernel k;
+  cr_assert_null(weft_kernel_host(dev, "nop", nop_kernel, NULL, &k));
+  weft_stream_id rec = 1; /* nothing ran on it: its stream does not exist yet */
+  weft_capture *cap = NULL;
+  cr_assert_null(weft_capture_prepare(dev, &rec, 1, &cap));
+  cr_assert_null(weft_capture_begin(cap));
+
+  /* Every allocation fails: the launch's command comes from the pool (or the
+   * launch is refused, and is tried again once the pool has one back). */
+  const uint32_t one[3] = {1, 1, 1};
+  atomic_store(&fa.failing, true);
+  weft_status st = NULL;
+  for (int tries = 0; tries < 1000; tries++) {
+    st = weft_launch(dev, rec, k, one, one, NULL, 0, NULL, 0);
+    if (!st) break;
+    cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_OUT_OF_MEMORY, "%s", weft_error_message(st));
+    weft_error_free(st);
+    atomic_store(&fa.failing, false);
+    weft_error_free(weft_sync(dev, 0)); /* a command comes back to the pool */
+    atomic_store(&fa.failing, true);
+  }
+  cr_assert_null(st, "no launch got a command");
+  /* End, as soon as a command is free (the failed launch gives its own back). */
+  for (int tries = 0; tries < 100000; tries++) {
+    st = weft_capture_end(cap);
+    if (!st || !strstr(weft_error_message(st), "a capture command")) break;
+    weft_error_free(st);
+  }
+  atomic_store(&fa.failing, false);
+  cr_assert_not_null(st, "end kept a recording of %zu launches that lacks the one that failed",
+                     weft_capture_launches(cap));
+  cr_assert_eq(weft_capture_state_of(cap), WEFT_CAPTURE_ABORTED);
+  weft_error_free(st);
+  weft_capture_destroy(cap);
   weft_device_close(dev);
   cr_assert_eq(atomic_load(&fa.live), 0, "%llu blocks outlive the device",
                (unsigned long long)atomic_load(&fa.live));
