@@ -60,6 +60,10 @@ struct weft_capture {
   struct weft_capture *next_live; /* the device's live captures */
   replay_instance inst[WEFT_REPLAY_INSTANCES];
   uint32_t ninst;
+  /* The destroy command, taken at prepare so that destroy needs no memory;
+   * detached (not counted in back-pressure) while it waits. Close frees it
+   * when the caller never destroys the capture. */
+  cmd *destroy_cmd;
 };
 
 static uint32_t state_of(const weft_capture *cap) {
@@ -174,6 +178,15 @@ void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t bu
                          " was written inside the window (a replay would reuse stale bytes: "
                          "refresh inputs between replays)",
                          (uint32_t)buffer));
+}
+
+void weft__capture_on_unstarted(weft_device *dev, const cmd *c, weft_status why) {
+  weft_capture *cap = recording(dev, c->stream);
+  if (cap)
+    doom(dev, cap,
+         weft_error_make(WEFT_ERR_GENERIC,
+                         "capture: launch %" PRIu64 " ('%s') could not start inside the window: %s",
+                         c->launch_no, dev->kernels[c->kernel].name, weft_error_message(why)));
 }
 
 weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what) {
@@ -489,6 +502,8 @@ void weft__capture_close_all(weft_device *dev) {
     weft_capture *cap = dev->captures;
     abort_capture(dev, cap);
     unlink_live(dev, cap);
+    if (cap->destroy_cmd) weft__cmd_free(cap->destroy_cmd);
+    cap->destroy_cmd = NULL;
     atomic_store_explicit(&cap->closed, 1, memory_order_release);
     capture_unown(cap);
   }
@@ -533,6 +548,12 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
   if (!streams) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "streams is NULL");
   weft_capture *cap = weft__calloc(&dev->alloc, sizeof(*cap), 16);
   if (!cap) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*cap), "a capture");
+  if (!(cap->destroy_cmd = weft__cmd_new(dev, CMD_CAPTURE, 0))) {
+    weft__free(&dev->alloc, cap, sizeof(*cap), 16);
+    return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd),
+                                 "a capture's destroy command");
+  }
+  weft__cmd_detach(dev, cap->destroy_cmd);
   cap->dev = dev;
   cap->alloc = dev->alloc;
   atomic_init(&cap->owners, 2);
@@ -540,6 +561,7 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
     cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
     if (opened_on(cap, streams[i])) continue;
     if (cap->nids == WEFT_MAX_STREAMS) {
+      weft__cmd_free(cap->destroy_cmd);
       weft__free(&dev->alloc, cap, sizeof(*cap), 16);
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                              "a capture is opened on at most %u distinct stream ids",
@@ -548,6 +570,7 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
     cap->ids[cap->nids++] = streams[i];
   }
   if ((st = call(cap, CAP_PREPARE))) {
+    weft__cmd_free(cap->destroy_cmd);
     weft__free(&dev->alloc, cap, sizeof(*cap), 16);
     return st;
   }
@@ -626,17 +649,19 @@ void weft_capture_destroy(weft_capture *cap) {
     return;
   }
   weft_device *dev = cap->dev;
-  /* Destroy cannot fail: even a poisoned device's scheduler takes it. A
-   * device that is closing ends the capture itself (close_all): the caller
-   * only lets go of the object. */
+  /* Destroy cannot fail: even a poisoned device's scheduler takes it, and its
+   * command was taken at prepare. A device that is closing ends the capture
+   * itself (close_all, which frees that command): the caller only lets go of
+   * the object. */
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter_open(dev, &in);
-  cmd *c = st ? NULL : weft__cmd_new(dev, CMD_CAPTURE, 0);
-  weft_error_free(st);
-  if (!c) { /* closing, or no memory for the command: close ends it */
+  if (st) {
+    weft_error_free(st);
     capture_unown(cap);
     return;
   }
+  cmd *c = cap->destroy_cmd;
+  cap->destroy_cmd = NULL; /* the scheduler frees it (uncounted: detached) */
   c->data = cap;
   c->offset = CAP_DESTROY;
   if (weft__running_kernel(dev)) { /* destroying waits for every running kernel: this one too */

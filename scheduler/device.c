@@ -797,7 +797,8 @@ static void sched_launch(weft_device *dev, cmd *c) {
   }
   weft_status err = NULL;
   weft_stream *s = stream_get(dev, slot_of(dev, c->stream), &err);
-  if (!s) { /* no worker to run it: the outputs carry why */
+  if (!s) { /* no worker to run it: the outputs carry why (and a recording, that it lacks it) */
+    weft__capture_on_unstarted(dev, c, err);
     for (uint32_t i = 0; i < c->nb; i++) c->bufs[i] = resolve(dev, c->bindings[i].buffer.id);
     fail_unstarted(dev, err, c->bufs, c->bindings, c->nb);
     dev->stats.launches_failed++;

@@ -186,7 +186,11 @@ typedef enum {
 } weft_scheduler_mode;
 
 typedef struct weft_device_options {
-  uint32_t struct_size; /* set by weft_device_options_init */
+  /* Set by weft_device_options_init. Only the sizes the struct has had are
+   * accepted, sizes at field boundaries: the end of |failpoints| or of any
+   * later field, or sizeof(weft_device_options). Any other size (one ending
+   * inside a field) is InvalidArgument. */
+  uint32_t struct_size;
   weft_backend backend; /* default HOST */
   int ordinal;          /* CUDA device index */
   uint32_t max_streams; /* stream pool size (default 4, at most 64) */

@@ -3,24 +3,7 @@
  * An input is read as a stream of little-endian integers and byte strings
  * (fz_*); once it runs out every read answers 0, so any prefix of an input is
  * an input. FZ_CHECK is the harnesses' assertion: it prints what disagreed
- * and aborts, which libFuzzer reports as a crash with the input saved.
- *
- * Known defects (issue 12) the harnesses step around until their fixes land,
- * each one a WEFT_FUZZ_KNOWN_<item> define set from the CMake list
- * WEFT_FUZZ_KNOWN (tests/fuzz/CMakeLists.txt); configure with
- * -DWEFT_FUZZ_KNOWN= to check everything:
- *   7   (and 28) fuzz_api's OOM mode issues no capture replay: a replay
- *       after an allocation failure can hang (a lost replay slot; clones
- *       that never give back their back-pressure slot);
- *   26  pool sizes within 2^16 of UINT64_MAX (page_size, max_slice_size,
- *       max_pool_size, max_alloc_size) are not generated: SIGFPE in
- *       resolve_pool, and sizes that wrap to 0 at install;
- *   27  errors the harness builds keep their cause chains shorter than what
- *       weft_error_from_json parses back (to_json has no depth limit);
- *   29  a device capped above 4 GiB may fail the reservation of a small buffer
- *       (its pages are sized from the capacity);
- *   31  a capture replayed inside a dry run makes the model forget the
- *       contents of the buffers the capture writes (today the replay runs). */
+ * and aborts, which libFuzzer reports as a crash with the input saved. */
 #ifndef WEFT_TESTS_FUZZ_SUPPORT_H
 #define WEFT_TESTS_FUZZ_SUPPORT_H
 
@@ -34,25 +17,6 @@
 
 #include <sanitizer/common_interface_defs.h>
 #include <weft/weft.h>
-
-#ifndef WEFT_FUZZ_KNOWN_7
-#define WEFT_FUZZ_KNOWN_7 0
-#endif
-#ifndef WEFT_FUZZ_KNOWN_26
-#define WEFT_FUZZ_KNOWN_26 0
-#endif
-#ifndef WEFT_FUZZ_KNOWN_27
-#define WEFT_FUZZ_KNOWN_27 0
-#endif
-#ifndef WEFT_FUZZ_KNOWN_29
-#define WEFT_FUZZ_KNOWN_29 0
-#endif
-#ifndef WEFT_FUZZ_KNOWN_28
-#define WEFT_FUZZ_KNOWN_28 0
-#endif
-#ifndef WEFT_FUZZ_KNOWN_31
-#define WEFT_FUZZ_KNOWN_31 0
-#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -159,25 +123,17 @@ static inline const char *fz_text(weft_status st) {
   return text;
 }
 
-/* Where a layout pool's sizes come from: fz_size, minus the values the
- * WEFT_FUZZ_KNOWN_26 guard keeps away from weft. */
-static inline uint64_t fz_pool_size(fz *f) {
-  uint64_t v = fz_size(f);
-  if (WEFT_FUZZ_KNOWN_26 && v > UINT64_MAX - 65536) v = UINT64_C(1) << 40;
-  return v;
-}
-
 /* A pool configuration of any kind from the input. */
 static inline weft_pool_config fz_pool(fz *f) {
   weft_pool_config p;
   memset(&p, 0, sizeof(p));
   uint8_t k = fz_u8(f);
   p.kind = k < 250 ? (weft_pool_kind)(k % 3) : (weft_pool_kind)k;
-  p.page_size = fz_pool_size(f);
-  p.max_slice_size = fz_bool(f) ? fz_pool_size(f) : 0;
-  p.max_pool_size = fz_bool(f) ? fz_pool_size(f) : 0;
+  p.page_size = fz_size(f);
+  p.max_slice_size = fz_bool(f) ? fz_size(f) : 0;
+  p.max_pool_size = fz_bool(f) ? fz_size(f) : 0;
   p.strict = fz_bool(f);
-  p.max_alloc_size = fz_pool_size(f);
+  p.max_alloc_size = fz_size(f);
   p.dealloc_period = fz_bool(f) ? WEFT_NO_PERIOD : fz_u16(f);
   p.reclaim_at = fz_bool(f) ? WEFT_NO_CEILING : fz_size(f);
   return p;
