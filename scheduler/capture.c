@@ -664,8 +664,11 @@ void weft_capture_destroy(weft_capture *cap) {
   cap->destroy_cmd = NULL; /* the scheduler frees it (uncounted: detached) */
   c->data = cap;
   c->offset = CAP_DESTROY;
-  if (weft__running_kernel(dev)) { /* destroying waits for every running kernel: this one too */
-    weft__cmd_submit(dev, c);      /* so it does not wait; the scheduler frees the capture */
+  /* Destroying waits for every running kernel, and for the scheduler: from a
+   * kernel, or from a reclaim callback on the scheduler's own thread, it does
+   * not wait; the scheduler frees the capture once the caller has returned. */
+  if (weft__running_kernel(dev) || weft__dev_scheduling() == dev) {
+    weft__cmd_submit(dev, c);
     return;
   }
   weft_token tok;

@@ -921,8 +921,9 @@ static void refuse_if_waits_for_caller(weft_device *dev, cmd *c, const char *cal
 
 static void sched_rw(weft_device *dev, cmd *c, bool write) {
   weft_buf *b = resolve(dev, c->buffer);
-  if (!b) {
+  if (!b) { /* released meanwhile: a staged write's copy and window bytes go back too */
     if (c->token) weft__token_complete(c->token, not_found(c->buffer));
+    unstage(dev, c);
     weft__cmd_free(c);
     return;
   }

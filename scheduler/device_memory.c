@@ -149,6 +149,9 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   if (!weft_error_may_succeed_after_reclaim(st)) return with_snapshot(dev, st, b->size);
   /* The reclaim ladder: out of memory now is not out of memory for good. */
   dev->stats.reclaims++;
+  /* Drain first: it refuses a running kernel's queued blocking calls, so the
+   * flushes below never wait for a kernel that waits for the scheduler. */
+  weft__dev_drain(dev);
   for (uint32_t i = 0; i < dev->max_streams; i++) /* staged bytes: two flushes free them */
     if (dev->streams[i]) {
       weft_drop_queue_flush(&dev->drops[i]);
@@ -225,6 +228,7 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
     return NULL;
   case MEM_CLEANUP:
     if (!dev->mms[slot] || weft__capture_cleanup_skipped(dev, slot)) return NULL;
+    weft__dev_drain(dev); /* first: the flushes must not wait for a kernel that waits */
     if (dev->streams[slot]) {
       weft_drop_queue_flush(&dev->drops[slot]);
       weft_drop_queue_flush(&dev->drops[slot]);
