@@ -116,6 +116,11 @@ bool weft__error_kind_is_payload_free(weft_error_kind kind) {
   return kind_in_enum(kind) && (kinds[kind].flags & KIND_PAYLOAD_FREE);
 }
 
+bool weft__error_kind_is_derived(weft_error_kind kind) {
+  return kind == WEFT_ERR_TORN_DOWN || kind == WEFT_ERR_SKIPPED || kind == WEFT_ERR_UNWRITTEN ||
+         kind == WEFT_ERR_SEVERAL;
+}
+
 const char *weft_error_kind_name(weft_error_kind kind) {
   return kind_in_enum(kind) ? kinds[kind].name : "Invalid";
 }

@@ -44,6 +44,10 @@ bool weft__error_kind_is_valid(weft_error_kind kind);
 bool weft__error_kind_has_size(weft_error_kind kind);
 /* true for TornDown and Skipped: no message, no cause, no backtrace. */
 bool weft__error_kind_is_payload_free(weft_error_kind kind);
+/* true for the kinds weft reports about other failures (TornDown, Skipped,
+ * Unwritten, Several): a failpoint or a kernel producing one would make a
+ * report contradict itself ("root: Skipped" for a launch that failed). */
+bool weft__error_kind_is_derived(weft_error_kind kind);
 
 /* The static error of |kind| (InvalidArgument's for WEFT_OK or a value outside
  * the enum). Never NULL; freeing it is a no-op. */

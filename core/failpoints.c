@@ -1,4 +1,5 @@
 #include "core/failpoints.h"
+#include "core/error.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -32,20 +33,12 @@ static bool kind(const char *s, size_t len, weft_error_kind *out) {
   return weft_error_kind_from_name(name, out) && *out != WEFT_OK;
 }
 
-/* The kinds weft itself reports about other failures: an injected one would
- * make reports contradict themselves ("root: Skipped" for a launch that
- * failed, an Unwritten with no root). */
-static bool reserved(weft_error_kind k) {
-  return k == WEFT_ERR_TORN_DOWN || k == WEFT_ERR_SKIPPED || k == WEFT_ERR_UNWRITTEN ||
-         k == WEFT_ERR_SEVERAL;
-}
-
 static weft_status entry(const char *e, size_t len, weft_failpoints *fp) {
   const char *eq = memchr(e, '=', len);
   size_t lhs = eq ? (size_t)(eq - e) : len;
   weft_error_kind k = WEFT_OK;
   if (eq && !kind(eq + 1, len - lhs - 1, &k)) return bad(e, len, "unknown error kind");
-  if (eq && reserved(k))
+  if (eq && weft__error_kind_is_derived(k))
     return bad(e, len,
                "TornDown, Skipped, Unwritten and Several are reported by weft, not injected");
   uint64_t n;

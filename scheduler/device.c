@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "core/alloc.h"
+#include "core/error.h"
 
 /* ---- commands -------------------------------------------------------------------------- */
 
@@ -651,8 +652,7 @@ static weft_status run_host_kernel(weft_device *dev, cmd *c) {
    * report contradict itself ("root: Skipped"): such a return is the
    * launch's own failure. */
   weft_error_kind kind = weft_error_kind_of(err);
-  if (kind == WEFT_ERR_TORN_DOWN || kind == WEFT_ERR_SKIPPED || kind == WEFT_ERR_UNWRITTEN ||
-      kind == WEFT_ERR_SEVERAL)
+  if (weft__error_kind_is_derived(kind))
     err = weft_error_wrap(WEFT_ERR_GENERIC, 0, err,
                           "kernel '%s' returned %s, a kind only weft itself reports", k->name,
                           weft_error_kind_name(kind));
