@@ -625,6 +625,14 @@ weft_status weft__refuse_in_kernel(const weft_device *dev, const char *call, con
                          call, dev->kernels[k->kernel].name, k->launch_no, why);
 }
 
+/* A blocking call on the running kernel's own stream waits for that kernel. */
+static weft_status refuse_on_own_stream(weft_device *dev, weft_stream_id stream, const char *call,
+                                        const char *why) {
+  const cmd *k = weft__running_kernel(dev);
+  if (!k || slot_of(dev, k->stream) != slot_of(dev, stream)) return NULL;
+  return weft__refuse_in_kernel(dev, call, why);
+}
+
 /* Runs a host kernel over its grid, block by block (x fastest). */
 static weft_status run_host_kernel(weft_device *dev, cmd *c) {
   uint64_t sizes[WEFT_MAX_BINDINGS];
@@ -2059,11 +2067,10 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   if ((st = lookup_buffer(dev, buf, &size))) return st;
   if (!dst && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "dst is NULL");
   if ((st = check_range(size, offset, len, "read"))) return st;
-  const cmd *k = weft__running_kernel(dev);
-  if (k && slot_of(dev, k->stream) == slot_of(dev, stream))
-    return weft__refuse_in_kernel(dev, "weft_buffer_read on the kernel's own stream",
-                                  "the read is ordered after every command submitted there "
-                                  "before it, the kernel included");
+  if ((st = refuse_on_own_stream(dev, stream, "weft_buffer_read on the kernel's own stream",
+                                 "the read is ordered after every command submitted there "
+                                 "before it, the kernel included")))
+    return st;
   size_t extra = align8(sizeof(weft_buf *)) + sizeof(weft_stream_wait) * dev->max_streams;
   cmd *c = weft__cmd_new_on(dev, CMD_READ, extra, stream);
   if (!c) return oom(extra, "a read command");
@@ -2078,7 +2085,7 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   c->offset = offset;
   c->len = len;
   c->data = dst;
-  c->caller = k;
+  c->caller = weft__running_kernel(dev);
   cmd_submit(dev, c);
   return weft__token_wait(&tok);
 }
@@ -2236,18 +2243,17 @@ weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
   WEFT_INSIDE in = {0};
   weft_status st = enter_blocking(dev, &in);
   if (st) return st;
-  const cmd *k = weft__running_kernel(dev);
-  if (k && slot_of(dev, k->stream) == slot_of(dev, stream))
-    return weft__refuse_in_kernel(dev, "weft_sync on the kernel's own stream",
-                                  "the barrier waits for everything submitted there before it, "
-                                  "the kernel included");
+  if ((st = refuse_on_own_stream(dev, stream, "weft_sync on the kernel's own stream",
+                                 "the barrier waits for everything submitted there before it, "
+                                 "the kernel included")))
+    return st;
   cmd *c = weft__cmd_new_on(dev, CMD_SYNC, 0, stream);
   if (!c) return oom(sizeof(cmd), "a sync command");
   weft_token tok;
   weft__token_init(&tok);
   c->token = &tok;
   c->stream = stream;
-  c->caller = k;
+  c->caller = weft__running_kernel(dev);
   cmd_submit(dev, c);
   return weft__token_wait(&tok);
 }
