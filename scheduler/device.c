@@ -523,7 +523,7 @@ bool weft__dev_poisoned(const weft_device *dev) {
   return poisoned(dev);
 }
 
-static void write_bytes(cmd *c) {
+static void write_bytes(cmd *c, weft_stream *on) {
   weft_buf *b = c->bufs[0];
   if (poisoned(c->dev)) {
     c->result = OUT_POISONED;
@@ -532,7 +532,7 @@ static void write_bytes(cmd *c) {
   c->result = OUT_RUN;
   if (!b->ptr) return; /* unallocated: the buffer keeps the reason */
   if (c->dev->gpu) {
-    weft_status err = weft__gpu_write(c->dev, c);
+    weft_status err = weft__gpu_write(c->dev, c, on);
     if (err) { /* the bytes were not written: the range carries why */
       c->result = OUT_FAILED;
       c->error = err;
@@ -555,9 +555,9 @@ static void write_answer(cmd *c) {
                        c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
 }
 
-static void run_write(weft_task *t) {
+static void run_write(weft_task *t, weft_stream *on) {
   cmd *c = (cmd *)t;
-  write_bytes(c);
+  write_bytes(c, on);
   /* A GPU copy from pageable memory may still be reading |src| (the driver
    * need not stage it before returning): answered when the write retires. */
   if (!c->dev->gpu) write_answer(c);
@@ -566,7 +566,7 @@ static void run_write(weft_task *t) {
 /* The bytes are copied here; whether they can be trusted is answered by the
  * scheduler from the error graph when the read completes, after every
  * failure it depends on has been applied. */
-static void run_read(weft_task *t) {
+static void run_read(weft_task *t, weft_stream *on) {
   cmd *c = (cmd *)t;
   weft_buf *b = c->bufs[0];
   if (poisoned(c->dev)) {
@@ -579,14 +579,15 @@ static void run_read(weft_task *t) {
     memcpy(c->data, buf_ptr(b, c->offset), c->len);
     return;
   }
-  weft_status err = weft__gpu_read(c->dev, c);
+  weft_status err = weft__gpu_read(c->dev, c, on);
   if (err) {
     c->result = OUT_FAILED;
     c->error = err;
   }
 }
 
-static void run_barrier(weft_task *t) {
+static void run_barrier(weft_task *t, weft_stream *on) {
+  (void)on;
   cmd *c = (cmd *)t;
   c->result = poisoned(c->dev) ? OUT_POISONED : OUT_RUN;
   if (c->dev->gpu || !c->token) return; /* a GPU barrier is answered when it retires */
@@ -668,7 +669,7 @@ static weft_status run_host_kernel(weft_device *dev, cmd *c) {
   return err;
 }
 
-static void run_launch(weft_task *t) {
+static void run_launch(weft_task *t, weft_stream *on) {
   cmd *c = (cmd *)t;
   weft_device *dev = c->dev;
   if (poisoned(dev)) {
@@ -719,7 +720,7 @@ static void run_launch(weft_task *t) {
     return;
   }
   /* A GPU launch is enqueued (its refusal is known now); a host kernel runs. */
-  weft_status err = dev->gpu ? weft__gpu_launch(dev, c) : run_host_kernel(dev, c);
+  weft_status err = dev->gpu ? weft__gpu_launch(dev, c, on) : run_host_kernel(dev, c);
   if (err) {
     fail_launch(c, err);
     return;

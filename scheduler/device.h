@@ -306,9 +306,9 @@ uint64_t weft__gpu_capacity(weft_device *dev);
 /* Checks a launch's bindings and scalar bytes against the kernel's signature. */
 weft_status weft__gpu_check_launch(const weft_kernel_entry *k, size_t nb, size_t scalar_bytes);
 /* Enqueue a task's work on the CUDA stream it was placed on. */
-weft_status weft__gpu_launch(weft_device *dev, cmd *c);
-weft_status weft__gpu_write(weft_device *dev, cmd *c);
-weft_status weft__gpu_read(weft_device *dev, cmd *c);
+weft_status weft__gpu_launch(weft_device *dev, cmd *c, weft_stream *on);
+weft_status weft__gpu_write(weft_device *dev, cmd *c, weft_stream *on);
+weft_status weft__gpu_read(weft_device *dev, cmd *c, weft_stream *on);
 /* A GPU write or read retired: a read's bytes reach the caller
  * (|deliver|) and the pinned staging goes back. */
 void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver);

@@ -54,7 +54,7 @@ typedef struct weft_stream_wait {
 
 struct weft_task {
   ck_stack_entry_t link; /* queue link; owned by whoever holds the task */
-  void (*run)(weft_task *t);
+  void (*run)(weft_task *t, weft_stream *on); /* |on|: the stream running it */
   uint64_t seq; /* position on its stream, 1-based */
   uint32_t nwaits;
   bool notify;      /* someone waits for this task's retirement: wake the owner */

@@ -251,7 +251,7 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
     s->local = s->local->next;
     uint64_t seq = t->seq; /* the task belongs to the owner once completed */
     bool notify = t->notify;
-    t->run(t);
+    t->run(t, s);
     /* Waiters and the owner see everything the task wrote. */
     atomic_store_explicit(&s->completed, seq, memory_order_seq_cst);
     WEFT_HUNT_POINT(25);

@@ -286,8 +286,8 @@ static weft_status launch_on(weft_device *dev, const cmd *c, weft_cuda_stream *c
   return weft_cuda_launch(cs, (CUfunction)k->gpu_fn, grid, block, 0, args);
 }
 
-weft_status weft__gpu_launch(weft_device *dev, cmd *c) {
-  return launch_on(dev, c, weft_lanes_current());
+weft_status weft__gpu_launch(weft_device *dev, cmd *c, weft_stream *on) {
+  return launch_on(dev, c, weft_lane_cuda_stream(on));
 }
 
 /* ---- capture ----------------------------------------------------------------------------- */
@@ -468,9 +468,9 @@ static bool staging_take(weft_device *dev, cmd *c, uint64_t len) {
   return true;
 }
 
-weft_status weft__gpu_write(weft_device *dev, cmd *c) {
+weft_status weft__gpu_write(weft_device *dev, cmd *c, weft_stream *on) {
   if (!c->len) return NULL;
-  weft_cuda_stream *cs = weft_lanes_current();
+  weft_cuda_stream *cs = weft_lane_cuda_stream(on);
   CUdeviceptr dst = (CUdeviceptr)(uintptr_t)c->bufs[0]->ptr + c->offset;
   /* Pinned: the copy is asynchronous and the block is kept until the write
    * retires. Otherwise the driver stages the pageable bytes before returning. */
@@ -481,8 +481,8 @@ weft_status weft__gpu_write(weft_device *dev, cmd *c) {
   return weft_cuda_copy_htod(cs, dst, c->data, (size_t)c->len);
 }
 
-weft_status weft__gpu_read(weft_device *dev, cmd *c) {
-  weft_cuda_stream *cs = weft_lanes_current();
+weft_status weft__gpu_read(weft_device *dev, cmd *c, weft_stream *on) {
+  weft_cuda_stream *cs = weft_lane_cuda_stream(on);
   CUdeviceptr src = (CUdeviceptr)(uintptr_t)c->bufs[0]->ptr + c->offset;
   /* Pinned: asynchronous, copied to the caller when the read retires.
    * Otherwise straight to the caller (the driver blocks until it is done). */

@@ -43,18 +43,18 @@ weft_status weft__gpu_check_launch(const weft_kernel_entry *k, size_t nb, size_t
   return NULL;
 }
 
-weft_status weft__gpu_launch(weft_device *dev, cmd *c) {
-  (void)dev, (void)c;
+weft_status weft__gpu_launch(weft_device *dev, cmd *c, weft_stream *on) {
+  (void)dev, (void)c, (void)on;
   return absent();
 }
 
-weft_status weft__gpu_write(weft_device *dev, cmd *c) {
-  (void)dev, (void)c;
+weft_status weft__gpu_write(weft_device *dev, cmd *c, weft_stream *on) {
+  (void)dev, (void)c, (void)on;
   return absent();
 }
 
-weft_status weft__gpu_read(weft_device *dev, cmd *c) {
-  (void)dev, (void)c;
+weft_status weft__gpu_read(weft_device *dev, cmd *c, weft_stream *on) {
+  (void)dev, (void)c, (void)on;
   return absent();
 }
 

@@ -273,25 +273,16 @@ static void lane_mark(lane *l) {
   weft_error_free(st);
 }
 
-/* The lane whose chain the owner is enqueueing (task bodies enqueue on it). */
-static _Thread_local weft_cuda_stream *current;
-
-weft_cuda_stream *weft_lanes_current(void) {
-  return current;
-}
-
 static void lane_submit(weft_stream *s, weft_task *first, weft_task *last) {
   lane *l = (lane *)s;
   weft_lanes *b = l->b;
-  current = l->cs;
   bool dead = weft_lanes_poisoned(b);
   for (weft_task *t = first, *nx; t; t = nx) {
     nx = t == last ? NULL : weft_task_next(t);
     for (uint32_t i = 0; i < t->nwaits && !dead; i++)
       lane_wait(l, (lane *)t->waits[i].stream, t->waits[i].seq);
-    t->run(t); /* enqueues the task's work on l->cs (or records why not) */
+    t->run(t, s); /* enqueues the task's work on l->cs (or records why not) */
   }
-  current = NULL;
   l->enqueued = last->seq;
   /* Completion is polled through events while the owner is busy
    * (weft_lanes_progress; one every LANE_EVENT_EVERY positions); a mark,

@@ -67,11 +67,6 @@ bool weft_lanes_progress(weft_lanes *b);
  * pending (before the owner parks: the mark wakes it). */
 void weft_lanes_arm(weft_lanes *b);
 
-/* During a submission, on the owner's thread: the CUDA stream of the lane
- * whose chain is being enqueued, where a task's body enqueues its work
- * (NULL otherwise). */
-weft_cuda_stream *weft_lanes_current(void);
-
 /* The CUDA stream behind a lane. */
 weft_cuda_stream *weft_lane_cuda_stream(const weft_stream *s);
 
