@@ -5,65 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/cuda/errors.h"
-
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
                                 CUdriverProcAddressQueryResult *);
 
-/* Base name, ABI version of the field's PFN typedef, exported versioned name. */
-#define SYM(field, version, exported)                                                              \
-  { #field, version, exported, offsetof(weft_cuda_driver, field), false }
-#define OPT(field, version, exported)                                                              \
-  { #field, version, exported, offsetof(weft_cuda_driver, field), true }
-
 static const weft_cuda_driver_symbol symbols[] = {
-    SYM(cuInit, 2000, "cuInit"),
-    SYM(cuDriverGetVersion, 2020, "cuDriverGetVersion"),
-    SYM(cuDeviceGetCount, 2000, "cuDeviceGetCount"),
-    SYM(cuDeviceGet, 2000, "cuDeviceGet"),
-    SYM(cuDeviceGetName, 2000, "cuDeviceGetName"),
-    SYM(cuDeviceTotalMem, 3020, "cuDeviceTotalMem_v2"),
-    SYM(cuDeviceGetAttribute, 2000, "cuDeviceGetAttribute"),
-    SYM(cuDevicePrimaryCtxRetain, 7000, "cuDevicePrimaryCtxRetain"),
-    SYM(cuDevicePrimaryCtxRelease, 11000, "cuDevicePrimaryCtxRelease_v2"),
-    SYM(cuCtxSetCurrent, 4000, "cuCtxSetCurrent"),
-    /* 2000, not 13000: cuCtxSynchronize_v2 takes a CUcontext. */
-    SYM(cuCtxSynchronize, 2000, "cuCtxSynchronize"),
-    SYM(cuGetErrorName, 6000, "cuGetErrorName"),
-    SYM(cuGetErrorString, 6000, "cuGetErrorString"),
-    SYM(cuStreamCreate, 2000, "cuStreamCreate"),
-    SYM(cuStreamDestroy, 4000, "cuStreamDestroy_v2"),
-    SYM(cuStreamSynchronize, 2000, "cuStreamSynchronize"),
-    SYM(cuStreamQuery, 2000, "cuStreamQuery"),
-    SYM(cuStreamWaitEvent, 3020, "cuStreamWaitEvent"),
-    SYM(cuEventCreate, 2000, "cuEventCreate"),
-    SYM(cuEventDestroy, 4000, "cuEventDestroy_v2"),
-    SYM(cuEventRecord, 2000, "cuEventRecord"),
-    SYM(cuEventQuery, 2000, "cuEventQuery"),
-    SYM(cuEventSynchronize, 2000, "cuEventSynchronize"),
-    SYM(cuMemAlloc, 3020, "cuMemAlloc_v2"),
-    SYM(cuMemFree, 3020, "cuMemFree_v2"),
-    SYM(cuMemGetInfo, 3020, "cuMemGetInfo_v2"),
-    SYM(cuMemcpyHtoDAsync, 3020, "cuMemcpyHtoDAsync_v2"),
-    SYM(cuMemcpyDtoHAsync, 3020, "cuMemcpyDtoHAsync_v2"),
-    SYM(cuMemcpyDtoDAsync, 3020, "cuMemcpyDtoDAsync_v2"),
-    SYM(cuMemHostAlloc, 2020, "cuMemHostAlloc"),
-    SYM(cuMemFreeHost, 2000, "cuMemFreeHost"),
-    SYM(cuModuleLoadData, 2000, "cuModuleLoadData"),
-    SYM(cuModuleUnload, 2000, "cuModuleUnload"),
-    SYM(cuModuleGetFunction, 2000, "cuModuleGetFunction"),
-    SYM(cuLaunchKernel, 4000, "cuLaunchKernel"),
-    SYM(cuLaunchHostFunc, 10000, "cuLaunchHostFunc"),
-    SYM(cuStreamBeginCapture, 10010, "cuStreamBeginCapture_v2"),
-    SYM(cuStreamEndCapture, 10000, "cuStreamEndCapture"),
-    SYM(cuGraphGetNodes, 10000, "cuGraphGetNodes"),
-    SYM(cuGraphNodeGetType, 10000, "cuGraphNodeGetType"),
-    SYM(cuGraphInstantiateWithFlags, 11040, "cuGraphInstantiateWithFlags"),
-    SYM(cuGraphLaunch, 10000, "cuGraphLaunch"),
-    SYM(cuGraphExecDestroy, 10000, "cuGraphExecDestroy"),
-    SYM(cuGraphDestroy, 10000, "cuGraphDestroy"),
-    OPT(cuMemAllocAsync, 11020, "cuMemAllocAsync"),
-    OPT(cuMemFreeAsync, 11020, "cuMemFreeAsync"),
+#define WEFT_CU_SYM(name, version, exported)                                                       \
+  {#name, version, exported, offsetof(weft_cuda_driver, name), false},
+#define WEFT_CU_OPT(name, version, exported)                                                       \
+  {#name, version, exported, offsetof(weft_cuda_driver, name), true},
+#include "core/cuda/driver_symbols.inc"
+#undef WEFT_CU_SYM
+#undef WEFT_CU_OPT
 };
 
 const weft_cuda_driver_symbol *weft_cuda_driver_symbols(size_t *count) {
@@ -124,13 +76,4 @@ void weft_cuda_driver_unload(weft_cuda_driver *d) {
   if (!d) return;
   if (d->lib) dlclose(d->lib);
   memset(d, 0, sizeof(*d));
-}
-
-void weft_cuda_describe(const weft_cuda_driver *d, CUresult r, char *buf, size_t cap) {
-  const char *name = NULL, *desc = NULL;
-  if (d && d->cuGetErrorName && d->cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
-  if (d && d->cuGetErrorString && d->cuGetErrorString(r, &desc) != CUDA_SUCCESS) desc = NULL;
-  if (!name) name = weft_cuda_result_name(r);
-  snprintf(buf, cap, "%s (%d)%s%s", name ? name : "CUresult", (int)r, desc ? ": " : "",
-           desc ? desc : "");
 }

@@ -23,60 +23,11 @@ typedef struct weft_cuda_driver {
   char path[256];
   /* How the entry points were found: through cuGetProcAddress_v2 or dlsym. */
   unsigned resolved_gpa, resolved_dlsym;
-  /* initialisation and devices */
-  PFN_cuInit_v2000 cuInit;
-  PFN_cuDriverGetVersion_v2020 cuDriverGetVersion;
-  PFN_cuDeviceGetCount_v2000 cuDeviceGetCount;
-  PFN_cuDeviceGet_v2000 cuDeviceGet;
-  PFN_cuDeviceGetName_v2000 cuDeviceGetName;
-  PFN_cuDeviceTotalMem_v3020 cuDeviceTotalMem;
-  PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
-  /* the primary context */
-  PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
-  PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease;
-  PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
-  PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
-  /* errors */
-  PFN_cuGetErrorName_v6000 cuGetErrorName;
-  PFN_cuGetErrorString_v6000 cuGetErrorString;
-  /* streams and events */
-  PFN_cuStreamCreate_v2000 cuStreamCreate;
-  PFN_cuStreamDestroy_v4000 cuStreamDestroy;
-  PFN_cuStreamSynchronize_v2000 cuStreamSynchronize;
-  PFN_cuStreamQuery_v2000 cuStreamQuery;
-  PFN_cuStreamWaitEvent_v3020 cuStreamWaitEvent;
-  PFN_cuEventCreate_v2000 cuEventCreate;
-  PFN_cuEventDestroy_v4000 cuEventDestroy;
-  PFN_cuEventRecord_v2000 cuEventRecord;
-  PFN_cuEventQuery_v2000 cuEventQuery;
-  PFN_cuEventSynchronize_v2000 cuEventSynchronize;
-  /* memory */
-  PFN_cuMemAlloc_v3020 cuMemAlloc;
-  PFN_cuMemFree_v3020 cuMemFree;
-  PFN_cuMemGetInfo_v3020 cuMemGetInfo;
-  PFN_cuMemcpyHtoDAsync_v3020 cuMemcpyHtoDAsync;
-  PFN_cuMemcpyDtoHAsync_v3020 cuMemcpyDtoHAsync;
-  PFN_cuMemcpyDtoDAsync_v3020 cuMemcpyDtoDAsync;
-  PFN_cuMemHostAlloc_v2020 cuMemHostAlloc;
-  PFN_cuMemFreeHost_v2000 cuMemFreeHost;
-  /* modules and launches */
-  PFN_cuModuleLoadData_v2000 cuModuleLoadData;
-  PFN_cuModuleUnload_v2000 cuModuleUnload;
-  PFN_cuModuleGetFunction_v2000 cuModuleGetFunction;
-  PFN_cuLaunchKernel_v4000 cuLaunchKernel;
-  PFN_cuLaunchHostFunc_v10000 cuLaunchHostFunc;
-  /* capture and graphs */
-  PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture;
-  PFN_cuStreamEndCapture_v10000 cuStreamEndCapture;
-  PFN_cuGraphGetNodes_v10000 cuGraphGetNodes;
-  PFN_cuGraphNodeGetType_v10000 cuGraphNodeGetType;
-  PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiateWithFlags;
-  PFN_cuGraphLaunch_v10000 cuGraphLaunch;
-  PFN_cuGraphExecDestroy_v10000 cuGraphExecDestroy;
-  PFN_cuGraphDestroy_v10000 cuGraphDestroy;
-  /* optional (NULL when the driver lacks them; callers fall back) */
-  PFN_cuMemAllocAsync_v11020 cuMemAllocAsync;
-  PFN_cuMemFreeAsync_v11020 cuMemFreeAsync;
+#define WEFT_CU_SYM(name, version, exported) PFN_##name##_v##version name;
+#define WEFT_CU_OPT                          WEFT_CU_SYM /* optional: NULL when the driver lacks it */
+#include "core/cuda/driver_symbols.inc"
+#undef WEFT_CU_SYM
+#undef WEFT_CU_OPT
 } weft_cuda_driver;
 
 /* One row of the resolution table: the base name asked of cuGetProcAddress,
@@ -109,8 +60,5 @@ weft_status weft_cuda_driver_open(weft_cuda_driver *d, const char *path, unsigne
 weft_status weft_cuda_driver_load(weft_cuda_driver *d);
 /* dlcloses the library; NULL or an unloaded driver is a no-op. */
 void weft_cuda_driver_unload(weft_cuda_driver *d);
-/* "NAME (code): description" of a CUresult, through the driver when it can
- * (the toolkit stub names nothing: the name then comes from weft's table). */
-void weft_cuda_describe(const weft_cuda_driver *d, CUresult r, char *buf, size_t cap);
 
 #endif

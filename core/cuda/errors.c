@@ -191,3 +191,12 @@ weft_status weft_cuda_error_ex(const weft_cuda_driver *d, weft_cuda_poison *pois
   va_end(ap);
   return st;
 }
+
+void weft_cuda_describe(const weft_cuda_driver *d, CUresult r, char *buf, size_t cap) {
+  const char *name = NULL, *desc = NULL;
+  if (d && d->cuGetErrorName && d->cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+  if (d && d->cuGetErrorString && d->cuGetErrorString(r, &desc) != CUDA_SUCCESS) desc = NULL;
+  if (!name) name = weft_cuda_result_name(r);
+  snprintf(buf, cap, "%s (%d)%s%s", name ? name : "CUresult", (int)r, desc ? ": " : "",
+           desc ? desc : "");
+}

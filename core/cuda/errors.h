@@ -48,6 +48,9 @@ weft_error_kind weft_cuda_error_kind(CUresult r, weft_cuda_op op);
 /* true for the context-corrupting faults (the process must restart to use
  * the device again): the device poisons itself on the first one. */
 bool weft_cuda_is_sticky(CUresult r);
+/* "NAME (code): description" of a CUresult, through the driver when it can
+ * (the toolkit stub names nothing: the name then comes from weft's table). */
+void weft_cuda_describe(const weft_cuda_driver *d, CUresult r, char *buf, size_t cap);
 
 /* The first sticky error seen, shared by everything that uses one context.
  * Zero-initialised is empty. Lock-free: any thread may record or read. */
