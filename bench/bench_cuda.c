@@ -45,7 +45,7 @@
 #include "weft_bench_kernels_ptx.h"
 
 #ifdef WEFT_HAVE_CUDA
-#include "core/cuda/driver.h"
+#include "streams/cuda/driver.h"
 #include "streams/cuda/stream_cuda.h"
 #endif
 

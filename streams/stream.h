@@ -37,7 +37,7 @@ typedef struct weft_stream weft_stream;
 typedef struct weft_task weft_task;
 typedef struct weft_host_pool weft_host_pool;
 
-/* Scheduling states of a stream (stream_host.c). */
+/* Scheduling states of a stream (streams/host/pool.c). */
 enum { WEFT_STREAM_IDLE, WEFT_STREAM_QUEUED, WEFT_STREAM_RUNNING, WEFT_STREAM_BLOCKED };
 
 /* A backend other than the host pool drives its streams through these
@@ -81,7 +81,7 @@ struct weft_stream {
   weft_eventcount done_ec; /* the owner's waits (weft_stream_wait_for) park here */
   /* The owner pushes, the running thread takes. */
   _Alignas(64) weft_inbox inbox;
-  /* Scheduling state (see stream_host.c). */
+  /* Scheduling state (see streams/host/pool.c). */
   _Alignas(64) _Atomic uint32_t state;
   _Atomic(weft_stream *) block_on; /* BLOCKED: the origin and position it waits for */
   _Atomic uint64_t block_seq;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "memory/cuda/storage_cuda.h"
+#include "streams/cuda/storage_cuda.h"
 #include "scheduler/device.h"
 #include "streams/cuda/lane.h"
 

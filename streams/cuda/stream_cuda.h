@@ -10,7 +10,7 @@
  * cursor are safe against the driver's callback thread and against
  * weft_cuda_event_release from another thread.
  *
- * Errors map through core/cuda/errors.h. Every call that gets a sticky
+ * Errors map through streams/cuda/errors.h. Every call that gets a sticky
  * CUresult (ILLEGAL_ADDRESS, LAUNCH_FAILED, ...) records it on the context:
  * weft_cuda_context_poisoned answers the first one, and the device poisons
  * itself with it. */
@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/cuda/driver.h"
-#include "core/cuda/errors.h"
+#include "streams/cuda/driver.h"
+#include "streams/cuda/errors.h"
 
 /* ---- context ------------------------------------------------------------------------------ */
 

@@ -1,4 +1,4 @@
-/* The CUDA backend's building blocks (core/cuda, memory/cuda, streams/cuda)
+/* The CUDA backend's building blocks (streams/cuda)
  * against the fake driver (tests/fake_cuda; CTest points WEFT_CUDA_DRIVER
  * at it). With WEFT_CUDA_DRIVER=libcuda.so.1 the same suite runs against a
  * real driver: the tests that need the fake's control API (fake_cuda_reset,
@@ -20,11 +20,11 @@ Test(cuda_backend, skipped_no_cuda) {
 #include <string.h>
 #include <unistd.h>
 
-#include "core/cuda/driver.h"
-#include "core/cuda/errors.h"
+#include "streams/cuda/driver.h"
+#include "streams/cuda/errors.h"
 #include "core/error.h"
 #include "fake_cuda_control.h"
-#include "memory/cuda/storage_cuda.h"
+#include "streams/cuda/storage_cuda.h"
 #include "streams/cuda/stream_cuda.h"
 #include "support/asan_criterion.h"
 #include "support/fake_cuda_fixture.h"

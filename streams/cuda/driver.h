@@ -7,8 +7,8 @@
  * ABI versions are pinned here, never CUDA_VERSION: asking for the newest ABI
  * would hand back e.g. cuCtxSynchronize_v2(CUcontext) (13000) for a pointer
  * typed as cuCtxSynchronize(void) (2000). */
-#ifndef WEFT_CORE_CUDA_DRIVER_H
-#define WEFT_CORE_CUDA_DRIVER_H
+#ifndef WEFT_STREAMS_CUDA_DRIVER_H
+#define WEFT_STREAMS_CUDA_DRIVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,7 +25,7 @@ typedef struct weft_cuda_driver {
   unsigned resolved_gpa, resolved_dlsym;
 #define WEFT_CU_SYM(name, version, exported) PFN_##name##_v##version name;
 #define WEFT_CU_OPT                          WEFT_CU_SYM /* optional: NULL when the driver lacks it */
-#include "core/cuda/driver_symbols.inc"
+#include "streams/cuda/driver_symbols.inc"
 #undef WEFT_CU_SYM
 #undef WEFT_CU_OPT
 } weft_cuda_driver;

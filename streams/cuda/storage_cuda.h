@@ -13,13 +13,13 @@
  *
  * Errors: a request larger than the device's total memory is BufferTooBig,
  * CUDA_ERROR_OUT_OF_MEMORY is OutOfMemory (both with the size requested);
- * other driver errors map through core/cuda/errors.h, and a sticky one is
+ * other driver errors map through streams/cuda/errors.h, and a sticky one is
  * recorded on the poison sink given with weft_storage_cuda_set_poison. */
-#ifndef WEFT_MEMORY_CUDA_STORAGE_CUDA_H
-#define WEFT_MEMORY_CUDA_STORAGE_CUDA_H
+#ifndef WEFT_STREAMS_CUDA_STORAGE_CUDA_H
+#define WEFT_STREAMS_CUDA_STORAGE_CUDA_H
 
-#include "core/cuda/driver.h"
-#include "core/cuda/errors.h"
+#include "streams/cuda/driver.h"
+#include "streams/cuda/errors.h"
 #include "memory/storage.h"
 
 /* Allocations are aligned (and accounted) to this many bytes. */

@@ -14,14 +14,14 @@
  *   no driver / device / licence / MPS server       -> UnsupportedIoOperation
  *   STREAM_CAPTURE_*, CAPTURED_EVENT                -> Generic
  *   everything else (and values outside the table)  -> Unknown */
-#ifndef WEFT_CORE_CUDA_ERRORS_H
-#define WEFT_CORE_CUDA_ERRORS_H
+#ifndef WEFT_STREAMS_CUDA_ERRORS_H
+#define WEFT_STREAMS_CUDA_ERRORS_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/cuda/driver.h"
+#include "streams/cuda/driver.h"
 
 /* What the failing call was: a launch reads INVALID_VALUE as a refused
  * launch configuration. */

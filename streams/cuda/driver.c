@@ -1,4 +1,4 @@
-#include "core/cuda/driver.h"
+#include "streams/cuda/driver.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@ static const weft_cuda_driver_symbol symbols[] = {
   {#name, version, exported, offsetof(weft_cuda_driver, name), false},
 #define WEFT_CU_OPT(name, version, exported)                                                       \
   {#name, version, exported, offsetof(weft_cuda_driver, name), true},
-#include "core/cuda/driver_symbols.inc"
+#include "streams/cuda/driver_symbols.inc"
 #undef WEFT_CU_SYM
 #undef WEFT_CU_OPT
 };

@@ -1,6 +1,6 @@
 /* Device storage on cuMemAllocAsync / cuMemFreeAsync (stream-ordered) or
  * cuMemAlloc / cuMemFree; see storage_cuda.h. */
-#include "memory/cuda/storage_cuda.h"
+#include "streams/cuda/storage_cuda.h"
 
 #include <inttypes.h>
 #include <string.h>

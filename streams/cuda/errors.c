@@ -1,4 +1,4 @@
-#include "core/cuda/errors.h"
+#include "streams/cuda/errors.h"
 
 #include <stdarg.h>
 #include <stdio.h>
