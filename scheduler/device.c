@@ -1212,7 +1212,7 @@ static bool completions_ready(weft_device *dev) {
 static bool completions_owed(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++) {
     weft_task *t = dev->fifo[i].head;
-    if (!t || dev->streams[i]->ops) continue;
+    if (!t || dev->gpu) continue;
     uint64_t done = atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire);
     if (t->seq > done) continue;
     if (atomic_load_explicit(&dev->streams[i]->state, memory_order_acquire) == WEFT_STREAM_IDLE)
@@ -1506,7 +1506,7 @@ static bool combining_owed(void *arg, int pass) {
   scheduling = dev;
   bool owed = completions_owed(dev);
   for (uint32_t i = 0; i < dev->max_streams && !owed; i++)
-    owed = dev->batches[i].n && !dev->streams[i]->ops && weft_stream_is_idle(dev->streams[i]);
+    owed = dev->batches[i].n && !dev->gpu && weft_stream_is_idle(dev->streams[i]);
   scheduling = NULL;
   role_release(dev);
   return owed && weft_inbox_empty(&dev->inbox);

@@ -40,11 +40,16 @@ typedef struct weft_host_pool weft_host_pool;
 /* Scheduling states of a stream (streams/host/pool.c). */
 enum { WEFT_STREAM_IDLE, WEFT_STREAM_QUEUED, WEFT_STREAM_RUNNING, WEFT_STREAM_BLOCKED };
 
-/* A backend other than the host pool drives its streams through these
- * (the CUDA backend's lanes: streams/cuda/lane.h). The owner calls them. */
+/* How a backend runs its streams: the host pool (streams/host/pool.c) and
+ * the CUDA backend's lanes (streams/cuda/lane.h) each implement these. Every
+ * stream has them; the owner calls them (weft_stream_submit & co). */
 typedef struct weft_stream_ops {
+  /* Hands a chain of tasks (linked through link.next, in order). */
   void (*submit)(weft_stream *s, weft_task *first, weft_task *last);
+  /* Blocks until |s| has completed |seq| (called once the cursor is below). */
   void (*wait_for)(weft_stream *s, uint64_t seq);
+  /* No thread runs |s| and none will without a new submission. */
+  bool (*is_idle)(weft_stream *s);
 } weft_stream_ops;
 
 typedef struct weft_stream_wait {
@@ -53,9 +58,9 @@ typedef struct weft_stream_wait {
 } weft_stream_wait;
 
 struct weft_task {
-  ck_stack_entry_t link; /* queue link; owned by whoever holds the task */
+  ck_stack_entry_t link;                      /* queue link; owned by whoever holds the task */
   void (*run)(weft_task *t, weft_stream *on); /* |on|: the stream running it */
-  uint64_t seq; /* position on its stream, 1-based */
+  uint64_t seq;                               /* position on its stream, 1-based */
   uint32_t nwaits;
   bool notify;      /* someone waits for this task's retirement: wake the owner */
   weft_task *fnext; /* the owner's list of submitted tasks (never touched by the pool) */
@@ -74,8 +79,8 @@ struct weft_stream {
   uint32_t slot;
   uint64_t submitted; /* owner-owned: the last position handed out */
   weft_host_pool *pool;
-  const weft_stream_ops *ops; /* NULL: the host pool runs it */
-  void *impl;                 /* the backend's state (ops) */
+  const weft_stream_ops *ops; /* the backend's: how it runs */
+  void *impl;                 /* the backend's state */
   /* Written by the thread running the stream, read by every waiter. */
   _Alignas(64) _Atomic uint64_t completed;
   weft_eventcount done_ec; /* the owner's waits (weft_stream_wait_for) park here */
@@ -108,14 +113,19 @@ void weft_host_pool_dump(const weft_host_pool *p, FILE *f);
 /* Starts a host stream on |pool| (and one more thread for the pool). */
 weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot, weft_stream **out);
 /* True when no thread runs |s| and none will without a new submission
- * (a backend stream: when it has completed all it was handed). */
+ * (a lane: when it has completed all it was handed). */
 static inline bool weft_stream_is_idle(weft_stream *s) {
-  if (s->ops) return atomic_load_explicit(&s->completed, memory_order_acquire) >= s->submitted;
-  return atomic_load_explicit(&s->state, memory_order_acquire) == WEFT_STREAM_IDLE;
+  return s->ops->is_idle(s);
 }
 /* Owner: hands a chain of tasks (linked through link.next, in order). */
-void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last);
-/* Blocks until |s| has completed |seq| (spin briefly, then park). */
-void weft_stream_wait_for(weft_stream *s, uint64_t seq);
+static inline void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last) {
+  s->ops->submit(s, first, last);
+}
+/* Blocks until |s| has completed |seq| (the host pool spins briefly, then
+ * parks; a lane synchronises its CUDA stream). */
+static inline void weft_stream_wait_for(weft_stream *s, uint64_t seq) {
+  if (atomic_load_explicit(&s->completed, memory_order_acquire) >= seq) return;
+  s->ops->wait_for(s, seq);
+}
 
 #endif

@@ -336,7 +336,12 @@ static void lane_wait_for(weft_stream *s, uint64_t seq) {
   if (weft_lanes_poisoned(l->b)) weft_lanes_force_complete(l->b);
 }
 
-static const weft_stream_ops lane_ops = {.submit = lane_submit, .wait_for = lane_wait_for};
+static bool lane_is_idle(weft_stream *s) {
+  return atomic_load_explicit(&s->completed, memory_order_acquire) >= s->submitted;
+}
+
+static const weft_stream_ops lane_ops = {
+    .submit = lane_submit, .wait_for = lane_wait_for, .is_idle = lane_is_idle};
 
 weft_status weft_lanes_stream_create(weft_lanes *b, uint32_t slot, weft_stream **out) {
   if (b->nlanes == WEFT_MAX_STREAMS)

@@ -138,12 +138,8 @@ static bool ready_empty(weft_host_pool *p) {
          atomic_load_explicit(&p->deq, memory_order_acquire);
 }
 
-void weft_stream_wait_for(weft_stream *s, uint64_t seq) {
-  if (atomic_load_explicit(&s->completed, memory_order_acquire) >= seq) return;
-  if (s->ops) {
-    s->ops->wait_for(s, seq);
-    return;
-  }
+/* Spins briefly, then parks on the stream's event count. */
+static void host_wait_for(weft_stream *s, uint64_t seq) {
   for (int i = 0; i < 256; i++) {
     if (atomic_load_explicit(&s->completed, memory_order_acquire) >= seq) return;
     weft__cpu_relax();
@@ -210,7 +206,7 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
         raise_progress(p);
         WEFT_HUNT_POINT(23);
         /* Store IDLE, fence, load the inbox, against the owner's push,
-         * fence, load the state (weft_stream_submit): one of the two sees
+         * fence, load the state (host_submit): one of the two sees
          * the other's store. The head is a ck load, so the pair needs the
          * fence to hold in C11, not only on x86. */
         atomic_thread_fence(memory_order_seq_cst);
@@ -431,6 +427,26 @@ weft_status weft_host_pool_create(const weft_allocator *alloc, weft_signal *prog
   return NULL;
 }
 
+static void host_submit(weft_stream *s, weft_task *first, weft_task *last) {
+  weft_inbox_push_chain(&s->inbox, &first->link, &last->link);
+  WEFT_HUNT_POINT(30);
+  /* Push, fence, load the state, against run_stream's IDLE store, fence,
+   * inbox load: a thread going idle sees these tasks, or this load sees
+   * IDLE and queues the stream. */
+  atomic_thread_fence(memory_order_seq_cst);
+  uint32_t e = WEFT_STREAM_IDLE;
+  if (atomic_load_explicit(&s->state, memory_order_seq_cst) == WEFT_STREAM_IDLE &&
+      atomic_compare_exchange_strong(&s->state, &e, WEFT_STREAM_QUEUED))
+    ready_push(s->pool, s);
+}
+
+static bool host_is_idle(weft_stream *s) {
+  return atomic_load_explicit(&s->state, memory_order_acquire) == WEFT_STREAM_IDLE;
+}
+
+static const weft_stream_ops host_ops = {
+    .submit = host_submit, .wait_for = host_wait_for, .is_idle = host_is_idle};
+
 weft_status weft_stream_host_create(weft_host_pool *p, uint32_t slot, weft_stream **out) {
   uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_relaxed);
   if (n >= WEFT_MAX_STREAMS)
@@ -439,6 +455,7 @@ weft_status weft_stream_host_create(weft_host_pool *p, uint32_t slot, weft_strea
   if (!s) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*s), "stream %u", slot);
   s->slot = slot;
   s->pool = p;
+  s->ops = &host_ops;
   weft_inbox_init(&s->inbox);
   int rc = pthread_create(&p->threads[p->nthreads], NULL, pool_main, p);
   if (rc != 0) {
@@ -451,23 +468,6 @@ weft_status weft_stream_host_create(weft_host_pool *p, uint32_t slot, weft_strea
   atomic_store_explicit(&p->nstreams, n + 1, memory_order_release);
   *out = s;
   return NULL;
-}
-
-void weft_stream_submit(weft_stream *s, weft_task *first, weft_task *last) {
-  if (s->ops) {
-    s->ops->submit(s, first, last);
-    return;
-  }
-  weft_inbox_push_chain(&s->inbox, &first->link, &last->link);
-  WEFT_HUNT_POINT(30);
-  /* Push, fence, load the state, against run_stream's IDLE store, fence,
-   * inbox load: a thread going idle sees these tasks, or this load sees
-   * IDLE and queues the stream. */
-  atomic_thread_fence(memory_order_seq_cst);
-  uint32_t e = WEFT_STREAM_IDLE;
-  if (atomic_load_explicit(&s->state, memory_order_seq_cst) == WEFT_STREAM_IDLE &&
-      atomic_compare_exchange_strong(&s->state, &e, WEFT_STREAM_QUEUED))
-    ready_push(s->pool, s);
 }
 
 void weft_host_pool_destroy(weft_host_pool *p) {
