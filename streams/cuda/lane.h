@@ -1,7 +1,8 @@
 /* The CUDA backend's streams ("lanes"): a weft_stream whose tasks are
  * enqueued on a CUstream by the owner's thread, in order, as they are
  * submitted. A task's |run| enqueues its work (a launch, a copy) on the
- * lane's CUDA stream, found with weft_lane_cuda_stream(task->on).
+ * lane's CUDA stream, found with weft_lane_cuda_stream(on) from the stream
+ * |run| is given.
  *
  *   submit(chain): for each task, its cross-stream waits become
  *   cuStreamWaitEvent on an event of the origin lane (none when the origin
