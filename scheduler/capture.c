@@ -24,7 +24,16 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "scheduler/device.h"
+#include "scheduler/buffers.h"
+#include "scheduler/capture.h"
+#include "scheduler/command.h"
+#include "scheduler/gpu.h"
+#include "scheduler/inside.h"
+#include "scheduler/kernels.h"
+#include "scheduler/launch.h"
+#include "scheduler/loop.h"
+#include "scheduler/multistream.h"
+#include "scheduler/submit.h"
 
 enum { CAP_PREPARE, CAP_BEGIN, CAP_END, CAP_ABORT, CAP_DESTROY };
 
@@ -97,7 +106,7 @@ static bool opened_on(const weft_capture *cap, weft_stream_id stream) {
 
 /* The capture recording |stream|, or NULL. */
 static weft_capture *recording(weft_device *dev, weft_stream_id stream) {
-  weft_capture *cap = dev->capture_of[stream % dev->max_streams];
+  weft_capture *cap = dev->capture_of[weft__slot_of(dev, stream)];
   return cap && state_of(cap) == WEFT_CAPTURE_RECORDING && opened_on(cap, stream) ? cap : NULL;
 }
 
@@ -160,7 +169,7 @@ bool weft__capture_record(weft_device *dev, cmd *c) {
 
 void weft__capture_on_create(weft_device *dev, weft_stream_id stream, uint64_t buffer) {
   weft_capture *cap = recording(dev, stream);
-  uint32_t slot = (uint32_t)(stream % dev->max_streams);
+  uint32_t slot = weft__slot_of(dev, stream);
   if (cap)
     doom(dev, cap,
          weft_error_make(WEFT_ERR_GENERIC,
@@ -195,7 +204,7 @@ weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, c
   weft_status st = weft_error_make(WEFT_ERR_GENERIC,
                                    "capture: a %s on stream %" PRIu64 " (slot %" PRIu32
                                    ") inside a capture window (no host sync while recording)",
-                                   what, (uint64_t)stream, (uint32_t)(stream % dev->max_streams));
+                                   what, (uint64_t)stream, weft__slot_of(dev, stream));
   doom(dev, cap, weft_error_clone(st));
   return st;
 }
@@ -558,7 +567,7 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
   cap->alloc = dev->alloc;
   atomic_init(&cap->owners, 2);
   for (size_t i = 0; i < n; i++) {
-    cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
+    cap->mask |= UINT64_C(1) << weft__slot_of(dev, streams[i]);
     if (opened_on(cap, streams[i])) continue;
     if (cap->nids == WEFT_MAX_STREAMS) {
       weft__cmd_free(cap->destroy_cmd);
