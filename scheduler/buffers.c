@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "core/alloc.h"
-#include "scheduler/capture.h"
+#include "scheduler/window.h"
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
 #include "scheduler/memory_calls.h"

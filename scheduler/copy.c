@@ -9,7 +9,7 @@
 
 #include "core/alloc.h"
 #include "scheduler/buffers.h"
-#include "scheduler/capture.h"
+#include "scheduler/window.h"
 #include "scheduler/command.h"
 #include "scheduler/gpu.h"
 #include "scheduler/inside.h"

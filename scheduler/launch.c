@@ -14,7 +14,6 @@
 #include <inttypes.h>
 
 #include "scheduler/buffers.h"
-#include "scheduler/capture.h"
 #include "scheduler/command.h"
 #include "scheduler/gpu.h"
 #include "scheduler/inside.h"
@@ -22,6 +21,7 @@
 #include "scheduler/multistream.h"
 #include "scheduler/scope.h"
 #include "scheduler/submit.h"
+#include "scheduler/window.h"
 
 static void run_launch(weft_task *t, weft_stream *on);
 
@@ -169,7 +169,9 @@ void weft__launch_schedule(weft_device *dev, cmd *c) {
     b->pending++;
   }
   launch_arm(dev, c);
-  if (weft__capture_record(dev, c)) return; /* recorded, not run */
+  weft_record r = weft__capture_record(dev, c);
+  if (r == WEFT_REFUSED) weft__launch_discard(dev, c);
+  if (r != WEFT_NOT_RECORDING) return; /* recorded (or refused), not run */
   c->task.run = run_launch;
   weft__ms_register(dev, s->slot, c);
 }

@@ -8,7 +8,7 @@
 #include "core/alloc.h"
 #include "scheduler/memory_calls.h"
 #include "scheduler/buffers.h"
-#include "scheduler/capture.h"
+#include "scheduler/window.h"
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
