@@ -72,10 +72,6 @@ static void refresh_addresses(weft_device *dev) {
 }
 
 static uint64_t relocate_all(weft_device *dev) {
-  bool wanted = false;
-  for (uint32_t i = 0; i < dev->max_streams; i++)
-    wanted |= dev->mms[i] && weft_mm_wants_relocation(dev->mms[i]);
-  (void)wanted;
   weft__dev_drain(dev);
   uint64_t moved = 0;
   for (uint32_t i = 0; i < dev->max_streams; i++)
