@@ -12,5 +12,7 @@ weft_status weft_arena_reserve(weft_mm *mm, weft_mem *m, weft_reserve_mode mode)
 void weft_arena_tick(weft_mm *mm);    /* periodic: outdated pools return empty pages */
 void weft_arena_cleanup(weft_mm *mm); /* explicit */
 void weft_arena_usage(const weft_mm *mm, weft_memory_usage *u);
+/* Outdated pools that have drained go away (their last page returned). */
+void weft_arena_drop_drained(weft_mm *mm);
 
 #endif

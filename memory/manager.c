@@ -16,14 +16,6 @@
 /* The SUBSLICES ladder: no rung's largest slice is below page >> this. */
 #define LADDER_MIN_SHIFT 5
 
-static _Atomic uint64_t mem_ids = 0;
-
-void weft_mem_init(weft_mem *m, uint64_t size) {
-  memset(m, 0, sizeof(*m));
-  m->id = atomic_fetch_add_explicit(&mem_ids, 1, memory_order_relaxed) + 1;
-  m->size = size;
-}
-
 /* ---- layouts ------------------------------------------------------------------------------ */
 
 static uint64_t period_for(uint64_t size) {

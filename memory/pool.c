@@ -1,10 +1,20 @@
 /* The four pool kinds over one page structure (see pool.h). Placement is
  * deterministic: pages are scanned in index order, slices in offset order. */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "memory/mm_internal.h"
+
+/* A descriptor, unplaced; ids are unique in the process (the pools key on them). */
+static _Atomic uint64_t mem_ids = 0;
+
+void weft_mem_init(weft_mem *m, uint64_t size) {
+  memset(m, 0, sizeof(*m));
+  m->id = atomic_fetch_add_explicit(&mem_ids, 1, memory_order_relaxed) + 1;
+  m->size = size;
+}
 
 /* ---- small dynamic arrays ---------------------------------------------------------------- */
 

@@ -24,55 +24,19 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "scheduler/device.h"
+#include "scheduler/buffers.h"
+#include "scheduler/capture.h"
+#include "scheduler/command.h"
+#include "scheduler/gpu.h"
+#include "scheduler/inside.h"
+#include "scheduler/kernels.h"
+#include "scheduler/launch.h"
+#include "scheduler/loop.h"
+#include "scheduler/multistream.h"
+#include "scheduler/submit.h"
+#include "scheduler/window.h"
 
 enum { CAP_PREPARE, CAP_BEGIN, CAP_END, CAP_ABORT, CAP_DESTROY };
-
-#define WEFT_REPLAY_INSTANCES 4u
-
-/* A copy of the recording the scheduler reuses: its commands are never
- * pooled; its count tracks those placed and not yet retired. */
-typedef struct replay_instance {
-  cmd **cmds;
-  weft_replay_count count;
-} replay_instance;
-
-struct weft_capture {
-  weft_device *dev;
-  weft_allocator alloc; /* the device's: frees the object after the device closed */
-  /* The object has two owners, the caller (until destroy) and the device
-   * (until destroy or close); the last to let go frees it. |closed|: close
-   * took everything the capture held, and the device pointer is stale. */
-  _Atomic uint32_t owners, closed;
-  _Atomic uint32_t state;       /* weft_capture_state; written by the scheduler */
-  _Atomic uint64_t nrec;        /* recorded launches */
-  _Atomic uint32_t outstanding; /* replays issued whose instance has not finished */
-  uint64_t mask;                /* the slots it owns */
-  /* The stream ids it was opened on: only their launches are recorded (ids
-   * fold onto slots, and other ids on the same slots run normally). */
-  weft_stream_id ids[WEFT_MAX_STREAMS];
-  uint32_t nids;
-  cmd *rec_head, *rec_tail; /* recorded launches, in order (linked through task.link) */
-  cmd *graph;               /* CUDA: one launch of the recording's CUDA graph, or NULL */
-  weft_status doom;         /* the first reason the recording cannot be kept */
-  weft_buf **primed;        /* buffers released during warm-up, freed at begin */
-  uint32_t nprimed, primed_cap;
-  struct weft_capture *next_live; /* the device's live captures */
-  replay_instance inst[WEFT_REPLAY_INSTANCES];
-  uint32_t ninst;
-  /* The destroy command, taken at prepare so that destroy needs no memory;
-   * detached (not counted in back-pressure) while it waits. Close frees it
-   * when the caller never destroys the capture. */
-  cmd *destroy_cmd;
-};
-
-static uint32_t state_of(const weft_capture *cap) {
-  return atomic_load_explicit(&cap->state, memory_order_acquire);
-}
-
-static void set_state(weft_capture *cap, weft_capture_state st) {
-  atomic_store_explicit(&cap->state, (uint32_t)st, memory_order_release);
-}
 
 static const char *state_name(uint32_t st) {
   switch (st) {
@@ -87,131 +51,6 @@ static const char *state_name(uint32_t st) {
   default:
     return "none";
   }
-}
-
-static bool opened_on(const weft_capture *cap, weft_stream_id stream) {
-  for (uint32_t i = 0; i < cap->nids; i++)
-    if (cap->ids[i] == stream) return true;
-  return false;
-}
-
-/* The capture recording |stream|, or NULL. */
-static weft_capture *recording(weft_device *dev, weft_stream_id stream) {
-  weft_capture *cap = dev->capture_of[stream % dev->max_streams];
-  return cap && state_of(cap) == WEFT_CAPTURE_RECORDING && opened_on(cap, stream) ? cap : NULL;
-}
-
-static void doom(weft_device *dev, weft_capture *cap, weft_status why) {
-  (void)dev;
-  if (cap->doom)
-    weft_error_free(why);
-  else
-    cap->doom = why;
-}
-
-/* ---- hooks called by the device --------------------------------------------------------- */
-
-bool weft__capture_record(weft_device *dev, cmd *c) {
-  weft_capture *cap = recording(dev, c->stream);
-  if (!cap) return false;
-  weft_status why = NULL;
-  const char *kname = dev->kernels[c->kernel].name;
-  if (c->preset) {
-    why = weft_error_make(WEFT_ERR_GENERIC,
-                          "capture: launch %" PRIu64 " ('%s') failed inside the window: %s",
-                          c->launch_no, kname, weft_error_message(c->preset));
-  } else if (c->inject != WEFT_OK || c->poison) {
-    why = weft_error_make(WEFT_ERR_GENERIC,
-                          "capture: launch %" PRIu64 " ('%s') hit a failpoint inside the window",
-                          c->launch_no, kname);
-  } else {
-    for (uint32_t i = 0; i < c->nb && !why; i++) {
-      weft_buf *b = c->bufs[i];
-      const weft_binding *bd = &c->bindings[i];
-      weft_failure_id f = 0;
-      if (!b->allocated)
-        f = b->unalloc ? b->unalloc : 1;
-      else if (bd->access & WEFT_READ)
-        f = weft_taint_failure(&b->taint, (weft_range){bd->offset, bd->offset + bd->size});
-      if (f)
-        why = weft_error_make(WEFT_ERR_GENERIC,
-                              "capture: launch %" PRIu64
-                              " ('%s') would be skipped inside the window: buffer #%" PRIu32
-                              " carries failure #%" PRIu64,
-                              c->launch_no, kname, (uint32_t)b->id, f);
-    }
-  }
-  if (why) {
-    doom(dev, cap, why);
-    weft__launch_discard(dev, c);
-    return true;
-  }
-  c->task.link.next = NULL;
-  if (cap->rec_tail)
-    cap->rec_tail->task.link.next = &c->task.link;
-  else
-    cap->rec_head = c;
-  cap->rec_tail = c;
-  atomic_fetch_add_explicit(&cap->nrec, 1, memory_order_relaxed);
-  dev->stats.launches_recorded++;
-  weft__cmd_detach(dev, c);
-  return true;
-}
-
-void weft__capture_on_create(weft_device *dev, weft_stream_id stream, uint64_t buffer) {
-  weft_capture *cap = recording(dev, stream);
-  uint32_t slot = (uint32_t)(stream % dev->max_streams);
-  if (cap)
-    doom(dev, cap,
-         weft_error_make(WEFT_ERR_GENERIC,
-                         "capture: the recording allocated buffer #%" PRIu32
-                         " on stream slot %" PRIu32 " (allocate before begin)",
-                         (uint32_t)buffer, slot));
-}
-
-void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t buffer) {
-  weft_capture *cap = recording(dev, stream);
-  if (cap)
-    doom(dev, cap,
-         weft_error_make(WEFT_ERR_GENERIC,
-                         "capture: buffer #%" PRIu32
-                         " was written inside the window (a replay would reuse stale bytes: "
-                         "refresh inputs between replays)",
-                         (uint32_t)buffer));
-}
-
-void weft__capture_on_unstarted(weft_device *dev, const cmd *c, weft_status why) {
-  weft_capture *cap = recording(dev, c->stream);
-  if (cap)
-    doom(dev, cap,
-         weft_error_make(WEFT_ERR_GENERIC,
-                         "capture: launch %" PRIu64 " ('%s') could not start inside the window: %s",
-                         c->launch_no, dev->kernels[c->kernel].name, weft_error_message(why)));
-}
-
-weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what) {
-  weft_capture *cap = recording(dev, stream);
-  if (!cap) return NULL;
-  weft_status st = weft_error_make(WEFT_ERR_GENERIC,
-                                   "capture: a %s on stream %" PRIu64 " (slot %" PRIu32
-                                   ") inside a capture window (no host sync while recording)",
-                                   what, (uint64_t)stream, (uint32_t)(stream % dev->max_streams));
-  doom(dev, cap, weft_error_clone(st));
-  return st;
-}
-
-bool weft__capture_keep(weft_device *dev, weft_buf *b) {
-  weft_capture *cap = dev->capture_of[b->slot];
-  if (!cap || state_of(cap) != WEFT_CAPTURE_PREPARED) return false;
-  if (!weft__grow(&dev->alloc, (void **)&cap->primed, &cap->primed_cap, cap->nprimed + 1,
-                  sizeof(weft_buf *)))
-    return false; /* no room to remember it: it is freed now */
-  cap->primed[cap->nprimed++] = b;
-  return true;
-}
-
-bool weft__capture_cleanup_skipped(weft_device *dev, uint32_t slot) {
-  return dev->capture_of[slot] != NULL;
 }
 
 /* ---- transitions ------------------------------------------------------------------------ */
@@ -558,7 +397,7 @@ weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams
   cap->alloc = dev->alloc;
   atomic_init(&cap->owners, 2);
   for (size_t i = 0; i < n; i++) {
-    cap->mask |= UINT64_C(1) << (streams[i] % dev->max_streams);
+    cap->mask |= UINT64_C(1) << weft__slot_of(dev, streams[i]);
     if (opened_on(cap, streams[i])) continue;
     if (cap->nids == WEFT_MAX_STREAMS) {
       weft__cmd_free(cap->destroy_cmd);

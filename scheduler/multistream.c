@@ -9,7 +9,9 @@
  * registered only after every other batch touching one of its buffers was
  * executed, so any interleaving of the batches' tasks respects the program's
  * order, and waits only ever name tasks already handed to a worker. */
-#include "scheduler/device.h"
+#include "scheduler/multistream.h"
+
+#include "scheduler/gpu.h"
 
 /* The buffers a command touches and how; NULL past the end. */
 static weft_buf *cmd_buf(const cmd *c, uint32_t i, bool *write) {
@@ -175,7 +177,7 @@ void weft__ms_flush(weft_device *dev, uint32_t slot) {
  * batches that a task's buffers relate (align) or a synchronous operation
  * names; merging unrelated streams here would make independent work wait
  * behind a long kernel it shares nothing with. */
-void weft__dev_flush_all(weft_device *dev) {
+void weft__ms_flush_all(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++)
     if (dev->batches[i].n) weft__ms_flush(dev, i);
 }
@@ -210,4 +212,35 @@ void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c) {
     dev->stats.batches_full++;
     weft__ms_flush(dev, slot);
   }
+}
+
+/* ---- streams, created lazily ----------------------------------------------------------- */
+
+/* Drop-queue fences on the host backend: a stream's sequence number. */
+static uint64_t fence_make(void *ctx) {
+  struct weft_slot_ref *r = ctx;
+  return r->dev->streams[r->slot]->submitted;
+}
+
+static void fence_wait(void *ctx, uint64_t seq) {
+  struct weft_slot_ref *r = ctx;
+  weft__ms_flush(r->dev, r->slot); /* the work the fence covers must reach the worker */
+  weft_stream_wait_for(r->dev->streams[r->slot], seq);
+}
+
+weft_stream *weft__stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
+  if (!dev->streams[slot]) {
+    weft_status st = dev->gpu ? weft__gpu_stream_create(dev, slot, &dev->streams[slot])
+                              : weft_stream_host_create(dev->pool, slot, &dev->streams[slot]);
+    if (st) {
+      *err = st;
+      return NULL;
+    }
+    dev->slot_refs[slot] = (struct weft_slot_ref){dev, slot};
+    weft_drop_queue_init(&dev->drops[slot], &dev->alloc,
+                         (weft_drop_fence_ops){fence_make, fence_wait, &dev->slot_refs[slot]});
+    dev->drops[slot].held = &dev->staged_bytes;
+    dev->stats.streams_created++;
+  }
+  return dev->streams[slot];
 }

@@ -18,7 +18,10 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "scheduler/device.h"
+#include "scheduler/command.h"
+#include "scheduler/inside.h"
+#include "scheduler/launch.h"
+#include "scheduler/submit.h"
 
 typedef struct tg_node {
   weft_kernel kernel;
@@ -41,10 +44,6 @@ struct weft_taskgraph {
   uint32_t lane_tail[WEFT_MAX_STREAMS]; /* last node of each lane + 1 (0: empty) */
 };
 
-static weft_status oom(size_t bytes, const char *what) {
-  return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for %s", what);
-}
-
 weft_status weft_taskgraph_create(weft_device *dev, weft_taskgraph **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
@@ -52,7 +51,7 @@ weft_status weft_taskgraph_create(weft_device *dev, weft_taskgraph **out) {
   weft_status st = weft__enter(dev, &in);
   if (st) return st;
   weft_taskgraph *g = weft__calloc(&dev->alloc, sizeof(*g), 16);
-  if (!g) return oom(sizeof(*g), "a task graph");
+  if (!g) return weft__oom(sizeof(*g), "a task graph");
   g->dev = dev;
   g->alloc = dev->alloc;
   g->max_lanes = dev->max_streams;
@@ -105,20 +104,21 @@ weft_status weft_taskgraph_add_launch(weft_taskgraph *g, weft_kernel kernel, con
   if (st) return st;
   const weft_allocator *a = &g->dev->alloc;
   if (!weft__grow(a, (void **)&g->nodes, &g->cap, g->n + 1, sizeof(tg_node)))
-    return oom(sizeof(tg_node), "a graph node");
+    return weft__oom(sizeof(tg_node), "a graph node");
   tg_node nd = {.kernel = kernel, .nb = (uint32_t)num_bindings, .scalar_bytes = scalar_bytes};
   memcpy(nd.grid, grid, sizeof(nd.grid));
   memcpy(nd.block, block, sizeof(nd.block));
   if (num_bindings) {
     nd.bindings = weft__alloc(a, sizeof(weft_binding) * num_bindings, 16);
-    if (!nd.bindings) return oom(sizeof(weft_binding) * num_bindings, "a graph node's bindings");
+    if (!nd.bindings)
+      return weft__oom(sizeof(weft_binding) * num_bindings, "a graph node's bindings");
     memcpy(nd.bindings, resolved, sizeof(weft_binding) * num_bindings);
   }
   if (scalar_bytes) {
     nd.scalars = weft__alloc(a, scalar_bytes, 16);
     if (!nd.scalars) {
       node_free(g, &nd);
-      return oom(scalar_bytes, "a graph node's scalars");
+      return weft__oom(scalar_bytes, "a graph node's scalars");
     }
     memcpy(nd.scalars, scalars, scalar_bytes);
   }
@@ -131,7 +131,7 @@ weft_status weft_taskgraph_add_launch(weft_taskgraph *g, weft_kernel kernel, con
     if (!weft__grow(a, (void **)&g->edges, &g->ecap, g->ne + 1, sizeof(uint32_t[2]))) {
       g->ne = ne0;
       node_free(g, &nd);
-      return oom(sizeof(uint32_t[2]), "a graph edge");
+      return weft__oom(sizeof(uint32_t[2]), "a graph edge");
     }
     g->edges[g->ne][0] = j;
     g->edges[g->ne][1] = me;
@@ -199,9 +199,9 @@ weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
           nx = weft__cmd_next(x);
           weft__cmd_free(x);
         }
-        return oom(sizeof(cmd), queued
-                                    ? "the rest of a graph submission (the first nodes were queued)"
-                                    : "a graph submission");
+        return weft__oom(sizeof(cmd),
+                         queued ? "the rest of a graph submission (the first nodes were queued)"
+                                : "a graph submission");
       }
       c->launch_no = ++no;
       c->task.link.next = NULL;
@@ -310,7 +310,7 @@ weft_status weft_taskgraph_to_dot(const weft_taskgraph *g, char **out) {
   sb_printf(&b, "}\n");
   if (b.failed) {
     free(b.p);
-    return oom(b.cap, "the DOT text");
+    return weft__oom(b.cap, "the DOT text");
   }
   *out = b.p;
   return NULL;

@@ -10,7 +10,13 @@
 
 #include "core/alloc.h"
 #include "streams/cuda/storage_cuda.h"
-#include "scheduler/device.h"
+#include "scheduler/command.h"
+#include "scheduler/gpu.h"
+#include "scheduler/inside.h"
+#include "scheduler/kernels.h"
+#include "scheduler/launch.h"
+#include "scheduler/multistream.h"
+#include "scheduler/submit.h"
 #include "streams/cuda/lane.h"
 
 #define MAX_MODULES     1024u
@@ -132,7 +138,7 @@ void weft__gpu_arm(weft_device *dev) {
 void weft__gpu_check_poison(weft_device *dev, bool poll) {
   weft_lanes *l = dev->gpu->lanes;
   if (!(poll ? weft_lanes_poll(l) : weft_lanes_poisoned(l))) return;
-  if (!weft__dev_poisoned(dev)) {
+  if (!weft__poisoned(dev)) {
     weft_status why = weft_cuda_context_poisoned(ctx_of(dev));
     if (!why) why = weft_error_make(WEFT_ERR_DEVICE_POISONED, "CUDA context faulted");
     weft__dev_poison(dev, why);
@@ -141,7 +147,7 @@ void weft__gpu_check_poison(weft_device *dev, bool poll) {
 }
 
 void weft__gpu_sync_point(weft_device *dev, weft_stream *s) {
-  if (!s || weft__dev_poisoned(dev)) return;
+  if (!s || weft__poisoned(dev)) return;
   bool idle = false;
   weft_error_free(weft_cuda_stream_query(weft_lane_cuda_stream(s), &idle));
   weft__gpu_check_poison(dev, false);
@@ -329,7 +335,7 @@ static weft_status capture_graph(weft_device *dev, const cmd *rec, size_t nb,
   weft_status st =
       track ? NULL : weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, tbytes, "a capture");
   for (const cmd *r = rec; r && !st; r = weft__cmd_next(r)) {
-    uint32_t slot = (uint32_t)(r->stream % dev->max_streams);
+    uint32_t slot = weft__slot_of(dev, r->stream);
     if (idx[slot] >= 0) continue;
     idx[slot] = (int)ns;
     st = weft_cuda_stream_create(ctx_of(dev), &cs[ns++]);
@@ -343,7 +349,7 @@ static weft_status capture_graph(weft_device *dev, const cmd *rec, size_t nb,
   weft_status first = NULL; /* the first failure while capturing */
   for (uint32_t k = 1; k < ns && !first; k++) first = weft_cuda_capture_edge(cs[0], cs[0], cs[k]);
   for (const cmd *r = rec; r && !first; r = weft__cmd_next(r)) {
-    uint32_t i = (uint32_t)idx[r->stream % dev->max_streams];
+    uint32_t i = (uint32_t)idx[weft__slot_of(dev, r->stream)];
     uint64_t need = 0;
     for (uint32_t j = 0; j < r->nb; j++) {
       cap_track *t = cap_find(track, &ntrack, r->bufs[j]);

@@ -2,7 +2,8 @@
  * device reports why it cannot, and the module calls say the same. No
  * device ever has dev->gpu set in such a build, so the scheduler never
  * reaches the other entry points; they answer the same error regardless. */
-#include "scheduler/device.h"
+#include "scheduler/gpu.h"
+#include "scheduler/inside.h"
 
 static weft_status absent(void) {
   return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,

@@ -15,7 +15,7 @@
 #include <weft/weft.h>
 
 #include "core/hunt.h"
-#include "scheduler/device.h"
+#include "scheduler/device_internal.h"
 #include "support/asan_criterion.h"
 #include "support/device_env.h"
 

@@ -6,7 +6,14 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "scheduler/device.h"
+#include "scheduler/memory_calls.h"
+#include "scheduler/buffers.h"
+#include "scheduler/window.h"
+#include "scheduler/command.h"
+#include "scheduler/inside.h"
+#include "scheduler/kernels.h"
+#include "scheduler/loop.h"
+#include "scheduler/submit.h"
 
 typedef enum mem_op {
   MEM_USAGE,
@@ -30,10 +37,6 @@ typedef struct weft_memory_call {
   weft_reclaim_fn fn;
   void *user;
 } weft_memory_call;
-
-static uint32_t slot_of(const weft_device *dev, weft_stream_id id) {
-  return (uint32_t)(id % (uint64_t)dev->max_streams);
-}
 
 /* The manager of |slot|, created on first use (it costs no page). */
 static weft_mm *dev_mm(weft_device *dev, uint32_t slot, weft_status *err) {
@@ -69,10 +72,6 @@ static void refresh_addresses(weft_device *dev) {
 }
 
 static uint64_t relocate_all(weft_device *dev) {
-  bool wanted = false;
-  for (uint32_t i = 0; i < dev->max_streams; i++)
-    wanted |= dev->mms[i] && weft_mm_wants_relocation(dev->mms[i]);
-  (void)wanted;
   weft__dev_drain(dev);
   uint64_t moved = 0;
   for (uint32_t i = 0; i < dev->max_streams; i++)
@@ -205,7 +204,7 @@ static weft_status install(weft_device *dev, uint32_t slot, const weft_layout *l
 }
 
 static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
-  uint32_t slot = slot_of(dev, m->stream);
+  uint32_t slot = weft__slot_of(dev, m->stream);
   weft_status st = NULL;
   switch (m->op) {
   case MEM_USAGE:

@@ -1,4 +1,8 @@
-/* The device: one scheduler thread owning all mutable device state (buffers,
+/* The scheduler's types: the command, the buffer, the device (one section
+ * per owning file), and the few one-line helpers every file uses. Types
+ * only: each file's entry points are in its own header.
+ *
+ * The device: one scheduler thread owning all mutable device state (buffers,
  * streams, storage, taint views), fed by a lock-free inbox of commands from
  * any client thread.
  *
@@ -6,9 +10,12 @@
  * (as a task) a stream's worker. The scheduler keeps every task it handed to
  * a stream in order and retires it once the stream's cursor passes it:
  * completion costs the worker one release store, no message. */
-#ifndef WEFT_SCHEDULER_DEVICE_H
-#define WEFT_SCHEDULER_DEVICE_H
+#ifndef WEFT_SCHEDULER_DEVICE_INTERNAL_H
+#define WEFT_SCHEDULER_DEVICE_INTERNAL_H
 
+#include <string.h>
+
+#include "core/error.h"
 #include "core/failpoints.h"
 #include "core/freelist.h"
 #include "core/handles.h"
@@ -145,7 +152,7 @@ typedef struct weft_batch {
  * while the caller waits (a thread that cannot wait always stages). */
 #define WEFT_WRITE_STAGE_MAX (UINT64_C(4) << 20)
 #define WEFT_STAGING_WINDOW  (UINT64_C(64) << 20)
-#define WEFT_CALLER_SHARDS 16u           /* lines the count of callers inside is spread over */
+#define WEFT_CALLER_SHARDS   16u /* lines the count of callers inside is spread over */
 
 /* A launch with 3 bindings on a 4-stream device (the common shape) fits the
  * smallest command class: a few more bytes in |cmd| double its footprint
@@ -238,169 +245,53 @@ struct weft_device {
   weft_device_stats stats;
 };
 
-/* A command of |kind| with |extra| bytes after it, from the device's pools.
- * A client past the back-pressure limit waits here (the scheduler thread and
- * the device's own workers never wait: they are what frees room). Commands
- * on a stream count against that stream's budget (_on), others against the
- * device's own: a stream stalled behind a blocked kernel holds up only its
- * own clients. */
-cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra);
-cmd *weft__cmd_new_on(weft_device *dev, cmd_kind kind, size_t extra, weft_stream_id stream);
-/* The launch whose host kernel the calling thread runs on |dev|, or NULL. */
-const cmd *weft__running_kernel(const weft_device *dev);
-/* InvalidArgument for |call| made from a kernel of |dev|, which would wait
- * for that kernel (|why|); NULL when the calling thread runs none. */
-weft_status weft__refuse_in_kernel(const weft_device *dev, const char *call, const char *why);
-void weft__cmd_free(cmd *c);
-/* A command a recording keeps (for the capture's lifetime) stops counting
- * against back-pressure, or a long recording would block its own end. */
-void weft__cmd_detach(weft_device *dev, cmd *c);
+/* ---- one-line helpers every file uses ---- */
+
+static inline size_t weft__align8(size_t n) {
+  return (n + 7u) & ~(size_t)7u;
+}
+
+/* The stream slot a stream id folds onto (no division for the usual ids). */
+static inline uint32_t weft__slot_of(const weft_device *dev, weft_stream_id id) {
+  return id < dev->max_streams ? (uint32_t)id : (uint32_t)(id % (uint64_t)dev->max_streams);
+}
+
+static inline bool weft__is_write(weft_access a) {
+  return (a & WEFT_WRITE) != 0;
+}
+
+static inline weft_range weft__range_of(uint64_t offset, uint64_t size) {
+  return (weft_range){offset, offset + size};
+}
+
+static inline void *weft__buf_ptr(weft_buf *b, uint64_t offset) {
+  return (char *)b->ptr + offset;
+}
+
+/* 1 once the poison error is published (2 while it is being written). */
+static inline bool weft__poisoned(const weft_device *dev) {
+  return atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1;
+}
+
+static inline weft_status weft__oom(size_t bytes, const char *what) {
+  return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for %s", what);
+}
+
 /* The command after |c| in a chain linked through task.link, or NULL. */
 static inline cmd *weft__cmd_next(const cmd *c) {
   return (cmd *)weft_task_next(&c->task);
 }
-/* Queues |c| for the scheduler (and, when combining, schedules it). */
-void weft__cmd_submit(weft_device *dev, cmd *c);
 
-/* ---- shared by the scheduler's files (scheduler thread only) ---- */
-weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);
-void weft__dev_memory_call(weft_device *dev, cmd *c);
-void weft__dev_process(weft_device *dev, cmd *c);
-void weft__dev_flush_all(weft_device *dev);
-/* SchedulerMultiStream (multistream.c). register: align, then batch on
- * |slot| (whose stream exists), executing the batch once it is full.
- * execute: hands the batches of |slots| to their streams (strategy). */
-void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c);
-void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n);
-void weft__ms_flush(weft_device *dev, uint32_t slot);
-/* Retires tasks until none is in flight; commands that arrive meanwhile join
- * the scheduler's queue, in order, for the main loop. Needed before bytes
- * move (relocation: workers hold addresses resolved at dispatch) and before
- * the scheduler touches execution views. It never waits for a kernel that
- * waits for the scheduler: a kernel's blocking call still queued is refused
- * (InvalidArgument), so that kernel can finish. */
-void weft__dev_drain(weft_device *dev);
-weft_device *weft__dev_scheduling(void); /* the device whose scheduler is this thread */
-/* Adds a kernel: |name| is copied, |e|'s other fields taken as they are. */
-weft_status weft__kernel_register(weft_device *dev, const char *name, const weft_kernel_entry *e,
-                                  weft_kernel *out);
-/* Poisons the device once (takes |why|): every later operation fails with it. */
-void weft__dev_poison(weft_device *dev, weft_status why);
-bool weft__dev_poisoned(const weft_device *dev);
-
-/* ---- the CUDA backend (scheduler/cuda/device_cuda.c; without cuda.h,
- * scheduler/nocuda/device_nocuda.c answers that it is absent) ----
- * Every call but open runs on a device with dev->gpu set. */
-/* Loads the driver, retains the context, creates the storage (dev->storage). */
-weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o);
-/* Makes the device's context current on the calling thread. */
-void weft__gpu_enter(weft_device *dev);
-/* Unloads the modules and destroys the lanes and the context (the storage
- * is destroyed first, by the caller). */
-void weft__gpu_close(weft_device *dev);
-weft_status weft__gpu_stream_create(weft_device *dev, uint32_t slot, weft_stream **out);
-/* As weft_storage_cuda_fail_call (|n| == 0 clears). */
-bool weft__gpu_fail_call(weft_device *dev, uint64_t n, weft_error_kind kind);
-/* The largest allocation the device could ever hold. */
-uint64_t weft__gpu_capacity(weft_device *dev);
-/* Checks a launch's bindings and scalar bytes against the kernel's signature. */
-weft_status weft__gpu_check_launch(const weft_kernel_entry *k, size_t nb, size_t scalar_bytes);
-/* Enqueue a task's work on the CUDA stream it was placed on. */
-weft_status weft__gpu_launch(weft_device *dev, cmd *c, weft_stream *on);
-weft_status weft__gpu_write(weft_device *dev, cmd *c, weft_stream *on);
-weft_status weft__gpu_read(weft_device *dev, cmd *c, weft_stream *on);
-/* A GPU write or read retired: a read's bytes reach the caller
- * (|deliver|) and the pinned staging goes back. */
-void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver);
-/* Poisons the device with the first sticky driver error, if any; with
- * |poll|, first queries the streams with work outstanding (async faults). */
-void weft__gpu_check_poison(weft_device *dev, bool poll);
-void weft__gpu_stats(weft_device *dev, weft_device_stats *out);
-/* The CUDA fields of weft_device_info (backend, name, memory, driver). */
-void weft__gpu_info(weft_device *dev, weft_device_info *out);
-/* Moves the streams' cursors to what the GPU has completed (event polls). */
-void weft__gpu_progress(weft_device *dev);
-/* Before the scheduler parks: completion marks on the streams with work
- * outstanding, so the GPU wakes it. */
-void weft__gpu_arm(weft_device *dev);
-/* A host synchronisation point (a sync or read retiring): asks the driver
- * for errors (on |s|; a sticky error is the context's), so a sticky one is
- * reported here. */
-void weft__gpu_sync_point(weft_device *dev, weft_stream *s);
-/* The launches a capture's graph replays (c->graph set), for the stats. */
-uint32_t weft__gpu_graph_launches(const void *graph);
-/* Stream-captures the recorded launches |rec| (in order) into a CUDA graph
- * and returns one launch command that replays it, bound to every recorded
- * binding (so a replay is ordered against other work like any launch).
- * Generic when the capture was invalidated or the graph holds memory nodes;
- * a launch the driver refuses makes it fail too. */
-weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out);
-void weft__gpu_capture_free(weft_device *dev, cmd *graph_launch);
-void weft__dev_release_now(weft_device *dev, uint64_t buffer);
-void weft__buf_free(weft_device *dev, weft_buf *b);
-/* Every public call on a device runs inside it: weft__enter counts the
- * caller in (or refuses: NULL device, "device is closing", poisoned), and
- * weft__leave, run by the cleanup of a WEFT_INSIDE variable on every return
- * path, counts it out. Close sets |closing| and waits for the count to drain
- * while the scheduler still runs, so a call that entered first completes
- * (its commands are processed, a blocked read gets its answer) and the
- * device's memory outlives every caller; a call that enters later is refused
- * and touches only the count and the flag. */
-typedef struct weft_inside {
-  weft_device *dev; /* set once inside */
-  uint32_t shard;
-} weft_inside;
-weft_status weft__enter(weft_device *dev, weft_inside *in);
-/* As weft__enter, on a poisoned device too (destroy, the poison calls). */
-weft_status weft__enter_open(weft_device *dev, weft_inside *in);
-/* As weft__enter, then refuses a call from the device's own scheduler thread. */
-weft_status weft__enter_blocking(weft_device *dev, weft_inside *in);
-void weft__leave(weft_inside *in);
-#define WEFT_INSIDE __attribute__((cleanup(weft__leave))) weft_inside
-/* Queues a chain of commands (linked through task.link, in order) at once. */
-void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last);
-
-/* Launches (device.c): argument checks, building, and the scheduler's steps. */
-weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint32_t grid[3],
-                               const uint32_t block[3], const weft_binding *bindings,
-                               size_t num_bindings, const void *scalars, size_t scalar_bytes,
-                               weft_binding *resolved);
-/* |wait| false: NULL at once (as for no memory) when the stream's budget is
- * full, instead of waiting for room. */
-cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
-                        const uint32_t grid[3], const uint32_t block[3],
-                        const weft_binding *resolved, size_t nb, const void *scalars,
-                        size_t scalar_bytes, bool wait);
-/* A launch that cannot run: its outputs carry |err|. */
-void weft__launch_fail(weft_device *dev, const cmd *r, weft_status err);
-/* Copies the recorded launch |r| into |c| (its arrays rebased). */
-void weft__launch_copy(cmd *c, const cmd *r);
-/* Runs |c| (a copy of a recorded launch) again: numbered anew, its buffers
- * pinned, registered. |instance|: the in-flight count of the replay instance
- * that owns |c| (not freed at retirement), or NULL for a pooled command. */
-void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance);
-/* Clients that wait for room (back-pressure, a free replay instance).
- * |ready| may take what it waits for: it is called until it returns true,
- * and never again after. */
-void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg);
-/* Scope id, failpoints, then SchedulerMultiStream registration. */
-void weft__launch_register(weft_device *dev, cmd *c);
-/* Drops a resolved launch that will not run (unpins, frees). */
-void weft__launch_discard(weft_device *dev, cmd *c);
-
-/* Capture (capture.c), called by the scheduler. */
-/* The hooks act only on the stream ids a capture was opened on (not on
- * every id that folds onto its slots). */
-bool weft__capture_record(weft_device *dev, cmd *c); /* true: taken */
-void weft__capture_on_create(weft_device *dev, weft_stream_id stream, uint64_t buffer);
-void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t buffer);
-/* A launch on a recording stream that could not start (no stream): dooms it. */
-void weft__capture_on_unstarted(weft_device *dev, const cmd *c, weft_status why);
-weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what);
-bool weft__capture_keep(weft_device *dev, weft_buf *b); /* true: held until begin */
-bool weft__capture_cleanup_skipped(weft_device *dev, uint32_t slot);
-void weft__capture_process(weft_device *dev, cmd *c);
-void weft__capture_close_all(weft_device *dev);
-void weft__dev_mm_destroy_all(weft_device *dev);
+/* What the scheduler does with each kind of command (device.c fills the
+ * table): |process| when it reaches the scheduler (after retiring what
+ * completed, when |retire_first|: a question answers from everything
+ * completed so far), |complete| when its task retires. The loop and
+ * retirement call through it, so they depend on no kind's file. */
+typedef struct weft_cmd_ops {
+  void (*process)(weft_device *dev, cmd *c);
+  void (*complete)(weft_device *dev, cmd *c);
+  bool retire_first;
+} weft_cmd_ops;
+extern const weft_cmd_ops weft__cmd_ops[];
 
 #endif

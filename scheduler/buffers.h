@@ -1,0 +1,37 @@
+/* Buffers: the handle check clients make, and the scheduler's side (buffers.c). */
+#ifndef WEFT_SCHEDULER_BUFFERS_H
+#define WEFT_SCHEDULER_BUFFERS_H
+
+#include "scheduler/device_internal.h"
+
+/* ---- client side ---- */
+/* A buffer as reports print it: the slot index names a live buffer. */
+void weft__buf_name(uint64_t id, char *buf, size_t cap);
+/* NotFound unless |b| is a live buffer of |dev|; its size in |*size| (may be NULL). */
+weft_status weft__buf_lookup(weft_device *dev, weft_buffer b, uint64_t *size);
+/* InvalidArgument unless [offset, offset + len) lies inside |size| bytes. */
+weft_status weft__check_range(uint64_t size, uint64_t offset, uint64_t len, const char *what);
+
+/* ---- scheduler side ---- */
+/* The live buffer |id| names, or NULL when it was released. */
+weft_buf *weft__buf_resolve(weft_device *dev, uint64_t id);
+/* NotFound: |id| was released before the command reached it. */
+weft_status weft__buf_not_found(uint64_t id);
+/* Gives an allocated buffer its address, mapping a lazy (dry-run) page on
+ * first use; a page that cannot be backed leaves the buffer carrying the
+ * StorageMappingFailed error over all its bytes. */
+void weft__buf_map(weft_device *dev, weft_buf *b);
+/* A task binding it completed: the last one frees a released buffer. */
+void weft__buf_unpin(weft_device *dev, weft_buf *b);
+/* Frees |b| and every claim it holds. */
+void weft__buf_free(weft_device *dev, weft_buf *b);
+/* The reservation (or the late mapping) of |b| failed: it is unallocated and
+ * carries the reason, which reads and launches report. */
+void weft__buf_unallocated(weft_device *dev, weft_buf *b, weft_status why);
+/* Releases |buffer| now (freed once no task binds it). */
+void weft__buf_release_now(weft_device *dev, uint64_t buffer);
+/* CMD_CREATE and CMD_RELEASE. */
+void weft__buf_process_create(weft_device *dev, cmd *c);
+void weft__buf_process_release(weft_device *dev, cmd *c);
+
+#endif

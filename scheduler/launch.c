@@ -1,0 +1,375 @@
+/* The life of a launch, in the order it happens (SPEC 5.4):
+ *   1. client (any thread, no lock): check the arguments against the
+ *      lock-free handle table, build one command, number it, submit it;
+ *   2. scheduler: resolve handles to buffers, pin them, mint the write
+ *      scope id and the failpoints, then record it (a capture) or register
+ *      it with SchedulerMultiStream, which orders and batches it;
+ *   3. a stream's worker: the read check (a tainted input skips the launch
+ *      and passes its taint on), then the kernel;
+ *   4. scheduler, at retirement: the outcome goes to the error graph inside
+ *      its write scope, and the buffers are unpinned.
+ * Replays (capture.c) re-enter at step 2 with copies of recorded launches. */
+#include "scheduler/launch.h"
+
+#include <inttypes.h>
+
+#include "scheduler/buffers.h"
+#include "scheduler/command.h"
+#include "scheduler/gpu.h"
+#include "scheduler/inside.h"
+#include "scheduler/kernels.h"
+#include "scheduler/multistream.h"
+#include "scheduler/scope.h"
+#include "scheduler/submit.h"
+#include "scheduler/window.h"
+
+static void run_launch(weft_task *t, weft_stream *on);
+
+/* ---- 1. client: check, build, number, submit ----------------------------------------------- */
+
+static weft_status check_dims(const uint32_t d[3], const char *what) {
+  if (!d) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  if (!d[0] || !d[1] || !d[2])
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%s has a zero dimension (%u, %u, %u)", what,
+                           d[0], d[1], d[2]);
+  return NULL;
+}
+
+/* Checks a launch's arguments (the caller is inside the device); |resolved|
+ * (num_bindings entries) receives the bindings with WEFT_WHOLE sizes resolved. */
+weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint32_t grid[3],
+                               const uint32_t block[3], const weft_binding *bindings,
+                               size_t num_bindings, const void *scalars, size_t scalar_bytes,
+                               weft_binding *resolved) {
+  weft_status st;
+  uint32_t kidx = (uint32_t)kernel.id - 1u;
+  if ((uint32_t)(kernel.id >> 32) != dev->tag || (uint32_t)kernel.id == 0 ||
+      kidx >= WEFT_MAX_KERNELS ||
+      !atomic_load_explicit(&dev->kernels[kidx].ready, memory_order_acquire))
+    return weft_error_make(WEFT_ERR_NOT_FOUND, "kernel %#" PRIx64 " is not a kernel of this device",
+                           kernel.id);
+  if ((st = check_dims(grid, "grid")) || (st = check_dims(block, "block"))) return st;
+  if (num_bindings > WEFT_MAX_BINDINGS)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%zu bindings; at most %u per launch",
+                           num_bindings, WEFT_MAX_BINDINGS);
+  if (num_bindings && !bindings)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "bindings is NULL");
+  if (scalar_bytes > WEFT_MAX_SCALAR_BYTES)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%zu scalar bytes; at most %u per launch",
+                           scalar_bytes, WEFT_MAX_SCALAR_BYTES);
+  if (scalar_bytes && !scalars)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
+  if (dev->gpu && (st = weft__gpu_check_launch(&dev->kernels[kidx], num_bindings, scalar_bytes)))
+    return st;
+  for (size_t i = 0; i < num_bindings; i++) {
+    weft_binding b = bindings[i];
+    uint64_t size;
+    if (b.access != WEFT_READ && b.access != WEFT_WRITE && b.access != WEFT_READ_WRITE)
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "binding %zu has an invalid access %d", i,
+                             (int)b.access);
+    if ((st = weft__buf_lookup(dev, b.buffer, &size))) return st;
+    if (b.offset > size)
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                             "binding %zu: offset %" PRIu64
+                             " is past the end of the buffer (%" PRIu64 " bytes)",
+                             i, b.offset, size);
+    if (b.size == WEFT_WHOLE) b.size = size - b.offset;
+    if ((st = weft__check_range(size, b.offset, b.size, "binding"))) return st;
+    resolved[i] = b;
+  }
+  return NULL;
+}
+
+/* A launch command from checked arguments (not numbered, not submitted). */
+cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
+                        const uint32_t grid[3], const uint32_t block[3],
+                        const weft_binding *resolved, size_t nb, const void *scalars,
+                        size_t scalar_bytes, bool wait) {
+  size_t extra = weft__align8(sizeof(weft_binding) * nb) + weft__align8(sizeof(weft_buf *) * nb) +
+                 weft__align8(sizeof(void *) * nb) +
+                 weft__align8(sizeof(weft_stream_wait) * dev->max_streams) + scalar_bytes;
+  cmd *c = weft__cmd_take(dev, CMD_LAUNCH, extra, weft__slot_of(dev, stream), wait);
+  if (!c) return NULL;
+  char *p = (char *)c + weft__align8(sizeof(cmd));
+  c->bindings = (weft_binding *)p;
+  p += weft__align8(sizeof(weft_binding) * nb);
+  c->bufs = (weft_buf **)p;
+  p += weft__align8(sizeof(weft_buf *) * nb);
+  c->ptrs = (void **)p;
+  p += weft__align8(sizeof(void *) * nb);
+  c->task.waits = (weft_stream_wait *)p;
+  p += weft__align8(sizeof(weft_stream_wait) * dev->max_streams);
+  if (nb) memcpy(c->bindings, resolved, sizeof(weft_binding) * nb);
+  if (scalar_bytes) memcpy(p, scalars, scalar_bytes);
+  c->scalars = p;
+  c->scalar_bytes = scalar_bytes;
+  c->nb = (uint32_t)nb;
+  c->kernel = (uint32_t)kernel.id - 1u;
+  memcpy(c->grid, grid, sizeof(c->grid));
+  memcpy(c->block, block, sizeof(c->block));
+  c->stream = stream;
+  return c;
+}
+
+weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
+                        const uint32_t grid[3], const uint32_t block[3],
+                        const weft_binding *bindings, size_t num_bindings, const void *scalars,
+                        size_t scalar_bytes) {
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  weft_binding resolved[WEFT_MAX_BINDINGS];
+  st = weft__launch_check(dev, kernel, grid, block, bindings, num_bindings, scalars, scalar_bytes,
+                          resolved);
+  if (st) return st;
+  cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, num_bindings, scalars,
+                              scalar_bytes, true);
+  if (!c) return weft__oom(sizeof(cmd), "a launch command");
+  c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
+  weft__cmd_submit(dev, c);
+  return NULL;
+}
+
+/* ---- 2. scheduler: resolve, pin, arm, record or register ----------------------------------- */
+
+/* The launch's write scope id and its failpoints, as it is about to be scheduled. */
+static void launch_arm(weft_device *dev, cmd *c) {
+  c->p = weft__scope_id(dev, c);
+  const char *kname = dev->kernels[c->kernel].name;
+  c->inject = weft_failpoints_launch(&dev->failpoints, c->launch_no, kname);
+  c->poison = weft_failpoints_poisons(&dev->failpoints, c->launch_no);
+}
+
+void weft__launch_schedule(weft_device *dev, cmd *c) {
+  dev->stats.launches++;
+  if (dev->dry_depth) { /* measured, not run: resolves no resource */
+    dev->stats.launches_dry++;
+    weft__cmd_free(c);
+    return;
+  }
+  weft_status err = NULL;
+  weft_stream *s = weft__stream_get(dev, weft__slot_of(dev, c->stream), &err);
+  if (!s) { /* no worker to run it: the outputs carry why (and a recording, that it lacks it) */
+    weft__capture_on_unstarted(dev, c, err);
+    for (uint32_t i = 0; i < c->nb; i++)
+      c->bufs[i] = weft__buf_resolve(dev, c->bindings[i].buffer.id);
+    weft__fail_unstarted(dev, err, c->bufs, c->bindings, c->nb);
+    dev->stats.launches_failed++;
+    weft__cmd_free(c);
+    return;
+  }
+  for (uint32_t i = 0; i < c->nb; i++) {
+    weft_buf *b = weft__buf_resolve(dev, c->bindings[i].buffer.id);
+    c->bufs[i] = b;
+    if (!b) {
+      if (!c->preset) c->preset = weft__buf_not_found(c->bindings[i].buffer.id);
+      continue;
+    }
+    weft__buf_map(dev, b);
+    b->pending++;
+  }
+  launch_arm(dev, c);
+  weft_record r = weft__capture_record(dev, c);
+  if (r == WEFT_REFUSED) weft__launch_discard(dev, c);
+  if (r != WEFT_NOT_RECORDING) return; /* recorded (or refused), not run */
+  c->task.run = run_launch;
+  weft__ms_register(dev, s->slot, c);
+}
+
+/* ---- 3. a stream's worker: poison, read check, the kernel ---------------------------------- */
+
+static void fail_launch(cmd *c, weft_status err) {
+  c->result = OUT_FAILED;
+  c->error = err;
+  weft__exec_taint_outputs(c, c->p); /* the scope's id: tainted unless proven written */
+}
+
+/* Runs a host kernel over its grid, block by block (x fastest). */
+static weft_status run_host_kernel(weft_device *dev, cmd *c) {
+  uint64_t sizes[WEFT_MAX_BINDINGS];
+  for (uint32_t i = 0; i < c->nb; i++) {
+    c->ptrs[i] = weft__buf_ptr(c->bufs[i], c->bindings[i].offset);
+    sizes[i] = c->bindings[i].size;
+  }
+  weft_kernel_ctx ctx = {.buffers = c->ptrs,
+                         .sizes = sizes,
+                         .num_buffers = c->nb,
+                         .scalars = c->scalar_bytes ? c->scalars : NULL,
+                         .scalar_bytes = c->scalar_bytes};
+  memcpy(ctx.grid, c->grid, sizeof(ctx.grid));
+  memcpy(ctx.block, c->block, sizeof(ctx.block));
+  const weft_kernel_entry *k = &dev->kernels[c->kernel];
+  weft_status err = NULL;
+  weft__kernel_running = c;
+  for (uint32_t z = 0; z < c->grid[2] && !err; z++)
+    for (uint32_t y = 0; y < c->grid[1] && !err; y++)
+      for (uint32_t x = 0; x < c->grid[0] && !err; x++) {
+        ctx.block_idx[0] = x, ctx.block_idx[1] = y, ctx.block_idx[2] = z;
+        err = k->fn(&ctx, k->user);
+      }
+  /* The kinds weft reports about other failures would make this launch's
+   * report contradict itself ("root: Skipped"): such a return is the
+   * launch's own failure. */
+  weft_error_kind kind = weft_error_kind_of(err);
+  if (weft__error_kind_is_derived(kind))
+    err = weft_error_wrap(WEFT_ERR_GENERIC, 0, err,
+                          "kernel '%s' returned %s, a kind only weft itself reports", k->name,
+                          weft_error_kind_name(kind));
+  weft__kernel_running = NULL;
+  return err;
+}
+
+static void run_launch(weft_task *t, weft_stream *on) {
+  cmd *c = (cmd *)t;
+  weft_device *dev = c->dev;
+  if (weft__poisoned(dev)) {
+    c->result = OUT_POISONED;
+    return;
+  }
+  if (c->preset) {
+    weft_status err = c->preset;
+    c->preset = NULL;
+    fail_launch(c, err);
+    return;
+  }
+  if (c->poison) { /* the fault is the launch itself: it strikes whatever the inputs hold */
+    weft__dev_poison(dev, weft_error_make(WEFT_ERR_DEVICE_POISONED,
+                                          "failpoint: poisoned by launch %" PRIu64 " ('%s')",
+                                          c->launch_no, dev->kernels[c->kernel].name));
+    c->result = OUT_POISONED;
+    return;
+  }
+  /* The read check: an input left unwritten by a failure (or never
+   * allocated) stops the launch; its outputs carry the root failure. A
+   * garbage input could be a grid size or gather indices: never run on it. */
+  for (uint32_t i = 0; i < c->nb; i++) {
+    weft_buf *b = c->bufs[i];
+    const weft_binding *bd = &c->bindings[i];
+    weft_failure_id f = 0;
+    if (!b->ptr && !b->unalloc) {
+      /* Unallocated, and memory ran out for the record of why too: the
+       * kernel must never see a NULL binding; the launch fails instead. */
+      char name[48];
+      weft__buf_name(b->id, name, sizeof(name));
+      fail_launch(c, weft_error_make(WEFT_ERR_NOT_FOUND, "%s was never allocated", name));
+      return;
+    }
+    if (!b->ptr)
+      f = b->unalloc;
+    else if (bd->access & WEFT_READ)
+      f = weft_taint_failure(&b->exec, weft__range_of(bd->offset, bd->size));
+    if (!f) continue;
+    c->result = OUT_SKIPPED;
+    c->skip = (weft_read_failure){f, b->id};
+    weft__exec_taint_outputs(c, f);
+    return;
+  }
+  if (c->inject != WEFT_OK) {
+    fail_launch(c, weft_error_make(c->inject, "failpoint: launch %" PRIu64 " of kernel '%s'",
+                                   c->launch_no, dev->kernels[c->kernel].name));
+    return;
+  }
+  /* A GPU launch is enqueued (its refusal is known now); a host kernel runs. */
+  weft_status err = dev->gpu ? weft__gpu_launch(dev, c, on) : run_host_kernel(dev, c);
+  if (err) {
+    fail_launch(c, err);
+    return;
+  }
+  for (uint32_t i = 0; i < c->nb; i++)
+    if (weft__is_write(c->bindings[i].access))
+      weft_taint_written(&c->bufs[i]->exec, &dev->alloc, NULL,
+                         weft__range_of(c->bindings[i].offset, c->bindings[i].size));
+  c->result = OUT_RUN;
+}
+
+/* ---- 4. scheduler: the outcome, in the order the work ran ---------------------------------- */
+
+/* Applies a launch's outcome to the error graph, in the order the work ran:
+ * every launch runs inside enter_write/exit_write; a skip never enters a
+ * scope, it propagates the root. */
+void weft__launch_complete(weft_device *dev, cmd *c) {
+  weft_failures *fs = &dev->failures;
+  weft_target *w = weft_failures_write_set(fs, c->nb);
+  uint32_t nw = 0;
+  for (uint32_t i = 0; w && i < c->nb; i++)
+    if (c->bufs[i] && weft__is_write(c->bindings[i].access))
+      w[nw++] = weft__target(c->bufs[i], c->bindings[i].offset, c->bindings[i].size);
+  switch (c->result) {
+  case OUT_RUN:
+    dev->stats.launches_run += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
+    if (w) weft__run_scope(fs, c->p, w, nw);
+    break;
+  case OUT_FAILED: {
+    dev->stats.launches_failed++;
+    weft_failure_id p = w ? weft_failures_enter_write(fs, c->p, w, nw) : 0;
+    if (p) weft_graph_set_origin(&fs->graph, p, c->kernel, c->launch_no);
+    weft_failures_exit_write(fs, p, w, nw, c->error);
+    c->error = NULL;
+    break;
+  }
+  case OUT_SKIPPED:
+    dev->stats.launches_skipped++;
+    if (w) weft_failures_propagate(fs, &c->skip, c->kernel, c->launch_no, w, nw);
+    break;
+  default: /* poisoned: the device answers every later question itself */
+    break;
+  }
+  weft_error_free(c->error);
+  weft_error_free(c->preset);
+  for (uint32_t i = 0; i < c->nb; i++)
+    if (c->bufs[i]) weft__buf_unpin(dev, c->bufs[i]);
+}
+
+/* ---- replay support (capture.c) ------------------------------------------------------------ */
+
+void weft__launch_register(weft_device *dev, cmd *c) {
+  dev->stats.launches += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
+  launch_arm(dev, c);
+  c->task.run = run_launch;
+  weft__ms_register(dev, weft__slot_of(dev, c->stream), c);
+}
+
+void weft__launch_discard(weft_device *dev, cmd *c) {
+  weft_error_free(c->preset);
+  c->preset = NULL;
+  for (uint32_t i = 0; i < c->nb; i++)
+    if (c->bufs[i]) weft__buf_unpin(dev, c->bufs[i]);
+  weft__cmd_free(c);
+}
+
+void weft__launch_fail(weft_device *dev, const cmd *r, weft_status err) {
+  dev->stats.launches_failed++;
+  weft__fail_unstarted(dev, err, r->bufs, r->bindings, r->nb);
+}
+
+void weft__launch_copy(cmd *c, const cmd *r) {
+  size_t bytes = c->bytes;
+  /* The scalars end the used part of the command (its budget is |r|'s: a
+   * clone is made on |r|'s stream). */
+  memcpy(c, r, (size_t)((const char *)r->scalars + r->scalar_bytes - (const char *)r));
+  c->bytes = bytes;
+  /* Every array lives inside the command: rebase it. */
+  ptrdiff_t d = (char *)c - (const char *)r;
+  c->bindings = (weft_binding *)((char *)r->bindings + d);
+  c->bufs = (weft_buf **)((char *)r->bufs + d);
+  c->ptrs = (void **)((char *)r->ptrs + d);
+  c->task.waits = (weft_stream_wait *)((char *)r->task.waits + d);
+  c->scalars = (const char *)r->scalars + d;
+}
+
+void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) {
+  memset(&c->task.link, 0, sizeof(c->task.link));
+  c->task.nwaits = 0;
+  c->task.fnext = NULL;
+  c->task.notify = false;
+  c->result = OUT_NONE;
+  c->error = NULL;
+  c->preset = NULL;
+  c->instance = instance;
+  if (instance) instance->inflight++;
+  c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
+  for (uint32_t i = 0; i < c->nb; i++) /* the recording keeps them alive; each run pins them */
+    if (c->bufs[i]) c->bufs[i]->pending++;
+  dev->stats.launches_replayed += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
+  weft__launch_register(dev, c);
+}
