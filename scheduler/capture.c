@@ -1,4 +1,4 @@
-/* Capture and replay on the host backend (docs/graphs.md).
+/* Capture and replay (docs/graphs.md).
  *
  * A capture owns a set of stream slots from prepare to end. prepare starts
  * isolation (no interleaving onto or off those slots) and keeps the memory of
@@ -27,7 +27,6 @@
 #include "scheduler/buffers.h"
 #include "scheduler/capture.h"
 #include "scheduler/command.h"
-#include "scheduler/gpu.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
 #include "scheduler/launch.h"
@@ -62,8 +61,8 @@ static void free_primed(weft_device *dev, weft_capture *cap) {
   cap->nprimed = cap->primed_cap = 0;
 }
 
-/* What a replay runs: the recorded launches, or on a CUDA device the one
- * launch of their graph. */
+/* What a replay runs: the recorded launches, or on a backend with capture
+ * graphs (CUDA) the one launch of their graph. */
 static cmd *run_list(const weft_capture *cap) {
   return cap->graph ? cap->graph : cap->rec_head;
 }
@@ -114,7 +113,11 @@ static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
 
 static void free_recording(weft_device *dev, weft_capture *cap) {
   free_instances(dev, cap);
-  if (cap->graph) weft__gpu_capture_free(dev, cap->graph);
+  if (cap->graph) {
+    dev->backend->vt->graph_free(dev->backend, cap->graph->graph);
+    cap->graph->graph = NULL;
+    weft__cmd_free(cap->graph);
+  }
   cap->graph = NULL;
   for (cmd *c = cap->rec_head, *next; c; c = next) {
     next = weft__cmd_next(c);
@@ -195,6 +198,62 @@ static weft_status do_begin(weft_device *dev, weft_capture *cap) {
   return NULL;
 }
 
+/* The recording |rec| as one launch of a backend graph (vt->capture),
+ * bound to every recorded binding so that a replay is ordered against other
+ * work like any launch. Generic when a launch binds an unallocated buffer
+ * (the window dooms those; never captured) or the backend refuses one. */
+static weft_status capture_graph(weft_device *dev, cmd *rec, cmd **out) {
+  *out = NULL;
+  size_t nb = 0, n = 0;
+  for (const cmd *r = rec; r; r = weft__cmd_next(r), n++) {
+    nb += r->nb;
+    for (uint32_t i = 0; i < r->nb; i++)
+      if (!r->bufs[i] || !r->bufs[i]->ptr)
+        return weft_error_make(WEFT_ERR_GENERIC,
+                               "capture: launch %" PRIu64 " binds an unallocated buffer",
+                               r->launch_no);
+  }
+  /* The replay command: every recorded binding, in order. */
+  size_t bytes = sizeof(weft_binding) * (nb ? nb : 1);
+  weft_binding *all = weft__alloc(&dev->alloc, bytes, 16);
+  if (!all) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "a capture's bindings");
+  size_t k = 0;
+  for (const cmd *r = rec; r; r = weft__cmd_next(r))
+    for (uint32_t i = 0; i < r->nb; i++) all[k++] = r->bindings[i];
+  weft_kernel kid = {((uint64_t)dev->tag << 32) | (rec->kernel + 1u)};
+  const uint32_t one[3] = {1, 1, 1};
+  cmd *g = weft__launch_build(dev, rec->stream, kid, one, one, all, nb, NULL, 0, true);
+  weft__free(&dev->alloc, all, bytes, 16);
+  if (!g) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, nb, "a capture's replay command");
+  weft__cmd_detach(dev, g); /* kept for the capture's life */
+  k = 0;
+  for (const cmd *r = rec; r; r = weft__cmd_next(r))
+    for (uint32_t i = 0; i < r->nb; i++) g->bufs[k++] = r->bufs[i];
+  /* The launches as the backend sees them, in recording order. */
+  size_t dbytes = sizeof(weft_capture_launch) * n;
+  weft_capture_launch *d = weft__alloc(&dev->alloc, dbytes, 16);
+  if (!d) {
+    weft__cmd_free(g);
+    return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, dbytes, "a capture");
+  }
+  k = 0;
+  for (cmd *r = rec; r; r = weft__cmd_next(r), k++) {
+    weft__launch_desc(dev, r, &d[k].launch);
+    d[k].slot = weft__slot_of(dev, r->stream);
+    d[k].launch_no = r->launch_no;
+  }
+  void *graph = NULL;
+  weft_status st = dev->backend->vt->capture(dev->backend, d, n, &graph);
+  weft__free(&dev->alloc, d, dbytes, 16);
+  if (st) {
+    weft__cmd_free(g);
+    return st;
+  }
+  g->graph = graph;
+  *out = g;
+  return NULL;
+}
+
 static weft_status do_end(weft_device *dev, weft_capture *cap) {
   uint32_t st = state_of(cap);
   if (st != WEFT_CAPTURE_RECORDING) return out_of_order("end", st, "after begin");
@@ -206,8 +265,9 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
     set_state(cap, WEFT_CAPTURE_ABORTED);
     return why;
   }
-  if (dev->gpu && cap->rec_head) { /* the recording becomes one CUDA graph (stream capture) */
-    weft_status why = weft__gpu_capture(dev, cap->rec_head, &cap->graph);
+  /* The recording becomes one backend graph (CUDA: stream capture). */
+  if (dev->backend->vt->capture && cap->rec_head) {
+    weft_status why = capture_graph(dev, cap->rec_head, &cap->graph);
     if (why) {
       free_recording(dev, cap);
       set_state(cap, WEFT_CAPTURE_ABORTED);
@@ -232,7 +292,7 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
     return;
   }
   if (dev->dry_depth) { /* a dry run drops launches: a replay's too (measured, not run) */
-    uint64_t n = cap->graph ? weft__gpu_graph_launches(cap->graph) : run_count(cap);
+    uint64_t n = cap->graph ? weft__launch_count(dev, cap->graph) : run_count(cap);
     dev->stats.launches += n;
     dev->stats.launches_dry += n;
     replay_done(dev, cap);

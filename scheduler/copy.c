@@ -11,7 +11,6 @@
 #include "scheduler/buffers.h"
 #include "scheduler/window.h"
 #include "scheduler/command.h"
-#include "scheduler/gpu.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
 #include "scheduler/multistream.h"
@@ -337,6 +336,22 @@ static void sched_check(weft_device *dev, cmd *c) {
 
 /* ---- 3. a stream's worker ------------------------------------------------------------------ */
 
+/* Copy |c| as its backend sees it (the buffer's bytes only once allocated). */
+static weft_copy_desc copy_desc(cmd *c) {
+  weft_buf *b = c->bufs[0];
+  return (weft_copy_desc){.device = b->ptr ? weft__buf_ptr(b, c->offset) : NULL,
+                          .host = c->data,
+                          .len = c->len,
+                          .state = &c->copy_state};
+}
+
+/* A write or read retired: the backend gives back what it kept for it. */
+static void copy_done(weft_device *dev, cmd *c, bool deliver) {
+  if (!dev->backend->vt->copy_done) return;
+  weft_copy_desc d = copy_desc(c);
+  dev->backend->vt->copy_done(dev->backend, &d, deliver);
+}
+
 static void write_bytes(cmd *c, weft_stream *on) {
   weft_buf *b = c->bufs[0];
   if (weft__poisoned(c->dev)) {
@@ -345,16 +360,14 @@ static void write_bytes(cmd *c, weft_stream *on) {
   }
   c->result = OUT_RUN;
   if (!b->ptr) return; /* unallocated: the buffer keeps the reason */
-  if (c->dev->gpu) {
-    weft_status err = weft__gpu_write(c->dev, c, on);
-    if (err) { /* the bytes were not written: the range carries why */
-      c->result = OUT_FAILED;
-      c->error = err;
-      weft_taint_set(&b->exec, &c->dev->alloc, NULL, weft__range_of(c->offset, c->len), c->p);
-      return;
-    }
-  } else {
-    memcpy(weft__buf_ptr(b, c->offset), c->data, c->len);
+  weft_backend_base *be = c->dev->backend;
+  weft_copy_desc d = copy_desc(c);
+  weft_status err = be->vt->write(be, on, &d);
+  if (err) { /* the bytes were not written: the range carries why */
+    c->result = OUT_FAILED;
+    c->error = err;
+    weft_taint_set(&b->exec, &c->dev->alloc, NULL, weft__range_of(c->offset, c->len), c->p);
+    return;
   }
   weft_taint_written(&b->exec, &c->dev->alloc, NULL, weft__range_of(c->offset, c->len));
 }
@@ -372,9 +385,10 @@ static void write_answer(cmd *c) {
 static void run_write(weft_task *t, weft_stream *on) {
   cmd *c = (cmd *)t;
   write_bytes(c, on);
-  /* A GPU copy from pageable memory may still be reading |src| (the driver
-   * need not stage it before returning): answered when the write retires. */
-  if (!c->dev->gpu) write_answer(c);
+  /* A deferred copy from pageable memory may still be reading |src| (the
+   * CUDA driver need not stage it before returning): answered when the write
+   * retires. */
+  if (!c->dev->backend->deferred) write_answer(c);
 }
 
 /* The bytes are copied here; whether they can be trusted is answered by the
@@ -389,11 +403,9 @@ static void run_read(weft_task *t, weft_stream *on) {
   }
   c->result = OUT_RUN;
   if (!b->ptr || !c->len) return;
-  if (!c->dev->gpu) {
-    memcpy(c->data, weft__buf_ptr(b, c->offset), c->len);
-    return;
-  }
-  weft_status err = weft__gpu_read(c->dev, c, on);
+  weft_backend_base *be = c->dev->backend;
+  weft_copy_desc d = copy_desc(c);
+  weft_status err = be->vt->read(be, on, &d);
   if (err) {
     c->result = OUT_FAILED;
     c->error = err;
@@ -404,7 +416,8 @@ static void run_barrier(weft_task *t, weft_stream *on) {
   (void)on;
   cmd *c = (cmd *)t;
   c->result = weft__poisoned(c->dev) ? OUT_POISONED : OUT_RUN;
-  if (c->dev->gpu || !c->token) return; /* a GPU barrier is answered when it retires */
+  /* A deferred backend's barrier is answered when it retires. */
+  if (c->dev->backend->deferred || !c->token) return;
   weft__token_complete(c->token,
                        c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
 }
@@ -429,12 +442,12 @@ void weft__copy_check(weft_device *dev, cmd *c) {
 
 void weft__copy_complete_write(weft_device *dev, cmd *c) {
   weft_buf *b = c->bufs[0];
-  write_answer(c); /* host: answered when it ran; GPU: the copy is done now */
-  if (dev->gpu) weft__gpu_staging_done(dev, c, false);
+  write_answer(c); /* host: answered when it ran; deferred: the copy is done now */
+  copy_done(dev, c, false);
   weft_target t = weft__target(b, c->offset, c->len);
   if (c->result == OUT_RUN && b->allocated) { /* a host copy runs in a write scope too */
     weft__run_scope(&dev->failures, c->p, &t, 1);
-  } else if (c->result == OUT_FAILED) { /* a GPU copy the driver refused */
+  } else if (c->result == OUT_FAILED) { /* a copy the backend refused */
     weft_failures_exit_write(&dev->failures, weft_failures_enter_write(&dev->failures, c->p, &t, 1),
                              &t, 1, c->error);
     c->error = NULL;
@@ -459,7 +472,7 @@ void weft__copy_complete_read(weft_device *dev, cmd *c) {
       st = weft_error_make(WEFT_ERR_NOT_FOUND, "%s was never allocated", name);
     }
   }
-  if (dev->gpu) weft__gpu_staging_done(dev, c, !st);
+  copy_done(dev, c, !st);
   if (c->token)
     weft__token_complete(c->token, st);
   else /* refused: its kernel had the answer */
@@ -468,7 +481,7 @@ void weft__copy_complete_read(weft_device *dev, cmd *c) {
 }
 
 void weft__copy_complete_sync(weft_device *dev, cmd *c) {
-  if (dev->gpu && c->token) /* the barrier's position on the stream has completed */
+  if (dev->backend->deferred && c->token) /* the barrier's position has completed */
     weft__token_complete(c->token,
                          c->result == OUT_POISONED ? weft_error_clone(dev->poison_error) : NULL);
 }

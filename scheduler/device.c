@@ -11,7 +11,6 @@
 #include "scheduler/capture.h"
 #include "scheduler/command.h"
 #include "scheduler/copy.h"
-#include "scheduler/gpu.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
 #include "scheduler/launch.h"
@@ -65,7 +64,7 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
                            o->struct_size);
   if (o != out) memcpy(out, o, o->struct_size);
   out->struct_size = sizeof(*out);
-  if (out->backend != WEFT_BACKEND_HOST && out->backend != WEFT_BACKEND_CUDA)
+  if (!weft_backend_known(out->backend))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)out->backend);
   if (out->max_streams == 0 || out->max_streams > WEFT_MAX_STREAMS)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "max_streams is %u; it must be 1..%u",
@@ -99,7 +98,7 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
   weft_mm_config *cfg = &dev->mm_config;
   /* A capped device can hold a buffer as large as its capacity; a GPU is
    * capped by its memory (and the option, when lower). */
-  uint64_t cap = dev->gpu ? weft__gpu_capacity(dev) : o->memory_capacity;
+  uint64_t cap = dev->backend->vt->capacity(dev->backend);
   cfg->max_page = cap ? cap : (UINT64_C(4) << 30);
   cfg->device_bytes = cap;
   if (o->persistent_memory < WEFT_PERSISTENT_ENABLED ||
@@ -108,12 +107,6 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
                            o->persistent_memory);
   cfg->persistent = (weft_persistent_policy)o->persistent_memory;
   cfg->layout = (weft_layout){.kind = WEFT_LAYOUT_SUBSLICES};
-  uint64_t align = weft_storage_alignment(dev->storage);
-  if (!dev->gpu && cap && cap < align)
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                           "memory_capacity %" PRIu64 " is below the storage alignment (%" PRIu64
-                           " bytes): the device could hold no buffer",
-                           cap, align);
   if (!o->memory_layout && cap && cap < (UINT64_C(128) << 20)) {
     /* A device below the default ladder's first rungs would give every
      * buffer an exclusive page: small buffers share quarter-device pages. */
@@ -161,8 +154,7 @@ static weft_status install_failpoints(weft_device *dev, const char *spec) {
   weft_status st = weft_failpoints_parse(spec, &fp);
   if (st) return st;
   for (uint32_t i = before; i < fp.nallocs; i++)
-    if (!(dev->gpu ? weft__gpu_fail_call(dev, fp.allocs[i].n, fp.allocs[i].kind)
-                   : weft_storage_host_fail_call(dev->storage, fp.allocs[i].n, fp.allocs[i].kind)))
+    if (!dev->backend->vt->fail_call(dev->backend, fp.allocs[i].n, fp.allocs[i].kind))
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "too many alloc failpoints");
   dev->failpoints = fp;
   return NULL;
@@ -171,10 +163,7 @@ static weft_status install_failpoints(weft_device *dev, const char *spec) {
 /* Every failpoint goes, wherever it came from (options, environment, API). */
 static weft_status clear_failpoints(weft_device *dev) {
   memset(&dev->failpoints, 0, sizeof(dev->failpoints));
-  if (dev->gpu)
-    weft__gpu_fail_call(dev, 0, WEFT_OK);
-  else
-    weft_storage_host_fail_call(dev->storage, 0, WEFT_OK);
+  dev->backend->vt->fail_call(dev->backend, 0, WEFT_OK);
   return NULL;
 }
 
@@ -199,6 +188,33 @@ static void memory_name(void *ctx, uint64_t memory, char *buf, size_t cap) {
   weft__buf_name(memory, buf, cap);
 }
 
+/* The backend's sink: a fault it finds poisons the device. */
+static void sink_poison(void *ctx, weft_status why) {
+  weft__dev_poison(ctx, why);
+}
+
+static bool sink_poisoned(void *ctx) {
+  return weft__poisoned(ctx);
+}
+
+static weft_status backend_open(weft_device *dev, const weft_device_options *o) {
+  weft_backend_config cfg = {
+      .alloc = &dev->alloc,
+      .options = o,
+      .progress = &dev->wake,
+      .worker_ctx = dev,
+      .tag = dev->tag,
+      .sink = {.ctx = dev, .poison = sink_poison, .poisoned = sink_poisoned},
+  };
+  weft_status st = weft_backend_open(o->backend, &cfg, &dev->backend);
+  if (st) return st;
+  dev->storage = dev->backend->vt->storage(dev->backend);
+  /* A deferred backend's streams take work from the scheduler's own thread
+   * only (the CUDA lanes enqueue with the context current): no combining. */
+  dev->combining = o->scheduler == WEFT_SCHEDULER_COMBINING && !dev->backend->deferred;
+  return NULL;
+}
+
 weft_status weft_device_open(const weft_device_options *opts, weft_device **out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
@@ -212,9 +228,6 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->max_streams = o.max_streams;
   dev->max_tasks = o.max_tasks;
   dev->strategy = o.strategy;
-  /* A CUDA device keeps one scheduler thread: it is the only thread that
-   * enqueues on the device's streams (with the context current). */
-  dev->combining = o.scheduler == WEFT_SCHEDULER_COMBINING && o.backend == WEFT_BACKEND_HOST;
   dev->wake.ec = &dev->inbox.ec;
   dev->max_pending = o.max_pending_commands ? o.max_pending_commands : 16384;
   dev->tag = atomic_fetch_add(&device_tags, 1) + 1;
@@ -226,10 +239,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->streams = weft__calloc(&dev->alloc, sizeof(weft_stream *) * o.max_streams, 16);
   dev->batches = weft__calloc(&dev->alloc, sizeof(weft_batch) * o.max_streams, 16);
   if (!dev->kernels || !dev->streams || !dev->batches) st = weft__oom(kbytes, "the device tables");
-  if (!st && o.backend == WEFT_BACKEND_CUDA) st = weft__gpu_open(dev, &o);
-  if (!st && !dev->gpu)
-    st = weft_storage_host_create(&dev->alloc, o.memory_capacity, &dev->storage);
-  if (!st && !dev->gpu) st = weft_host_pool_create(&dev->alloc, &dev->wake, dev, &dev->pool);
+  if (!st) st = backend_open(dev, &o);
   if (!st) {
     dev->mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
     dev->synced = weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
@@ -259,9 +269,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->layout_pools,
                sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
-    if (dev->storage) weft_storage_destroy(dev->storage);
-    if (dev->gpu) weft__gpu_close(dev);
-    weft_host_pool_destroy(dev->pool);
+    if (dev->backend) dev->backend->vt->destroy(dev->backend); /* and the storage */
     weft__free(&dev->alloc, dev->batches, sizeof(weft_batch) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->kernels, kbytes, WEFT_CACHELINE);
@@ -290,9 +298,9 @@ void weft_device_close(weft_device *dev) {
   pthread_join(dev->thread, NULL);
   for (uint32_t i = 0; i < dev->max_streams; i++)
     if (dev->streams[i]) weft_drop_queue_destroy(&dev->drops[i]);
-  weft_host_pool_destroy(dev->pool);  /* and its streams */
-  if (dev->gpu) weft__gpu_enter(dev); /* storage and lanes are torn down on this thread */
-  weft__capture_close_all(dev);       /* recordings unpin their buffers */
+  /* The storage and the streams are torn down on this thread. */
+  dev->backend->vt->enter(dev->backend);
+  weft__capture_close_all(dev); /* recordings unpin their buffers */
   /* Every buffer the caller never released. */
   uint32_t n = atomic_load(&dev->buffers.fresh);
   for (uint32_t i = 0; i < n; i++) {
@@ -306,6 +314,7 @@ void weft_device_close(weft_device *dev) {
   for (uint32_t i = 0; i < atomic_load(&dev->nkernels) && i < WEFT_MAX_KERNELS; i++) {
     weft_kernel_entry *k = &dev->kernels[i];
     weft__free(&dev->alloc, k->name, k->name_cap, 1);
+    if (k->impl) dev->backend->vt->kernel_free(dev->backend, k->impl);
   }
   weft__dev_mm_destroy_all(dev);
   weft_failures_destroy(&dev->failures);
@@ -316,8 +325,7 @@ void weft_device_close(weft_device *dev) {
   weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->layout_pools,
              sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
-  weft_storage_destroy(dev->storage);
-  if (dev->gpu) weft__gpu_close(dev); /* modules, lanes, the context */
+  dev->backend->vt->destroy(dev->backend); /* storage, streams, modules, the context */
   weft_allocator alloc = dev->alloc;
   weft__free(&alloc, dev->batches, sizeof(weft_batch) * dev->max_streams, 16);
   weft__free(&alloc, dev->streams, sizeof(weft_stream *) * dev->max_streams, 16);
@@ -348,13 +356,7 @@ weft_status weft_device_info_get(weft_device *dev, weft_device_info *out) {
   out->max_streams = dev->max_streams;
   out->memory_align = (uint32_t)weft_storage_alignment(dev->storage);
   out->capacity = dev->mm_config.device_bytes;
-  if (dev->gpu) {
-    weft__gpu_info(dev, out);
-  } else {
-    out->backend = WEFT_BACKEND_HOST;
-    snprintf(out->name, sizeof(out->name), "host");
-    out->total_memory = dev->mm_config.device_bytes;
-  }
+  dev->backend->vt->info(dev->backend, out);
   return NULL;
 }
 
@@ -417,8 +419,7 @@ static void process_stats(weft_device *dev, cmd *c) {
   dev->stats.failures_live = weft_graph_len(&dev->failures.graph);
   dev->stats.pending_peak = atomic_load(&dev->pending_peak);
   dev->stats.backpressure_waits = atomic_load(&dev->backpressure_waits);
-  dev->stats.streams_recovered = dev->pool ? weft_host_pool_recovered(dev->pool) : 0;
-  if (dev->gpu) weft__gpu_stats(dev, &dev->stats);
+  dev->backend->vt->stats(dev->backend, &dev->stats);
   *c->stats_out = dev->stats;
   weft__token_complete(c->token, NULL);
   weft__cmd_free(c);

@@ -21,6 +21,7 @@
 #include "core/handles.h"
 #include "memory/drop_queue.h"
 #include "memory/memory.h"
+#include "streams/backend.h"
 #include "streams/failures.h"
 #include "streams/stream.h"
 
@@ -64,12 +65,12 @@ typedef struct cmd {
   weft_binding *bindings;     /* LAUNCH (sizes resolved) */
   /* Kind-specific pointers share a word (commands stay in their size class). */
   union {
-    void **ptrs;   /* LAUNCH on the host: binding addresses, resolved at dispatch */
-    void *staging; /* WRITE, READ on a GPU: the copy's pinned bytes, or NULL */
+    void **ptrs;      /* LAUNCH: binding addresses, resolved when it runs */
+    void *copy_state; /* WRITE, READ: the backend's word for the copy (weft_copy_desc), or NULL */
   };
   union {
     uint64_t *handles; /* CHECK */
-    void *graph;       /* LAUNCH on a CUDA device: replays this CUDA graph (a capture's) */
+    void *graph;       /* LAUNCH: replays this backend graph (a capture's), or NULL */
   };
   weft_buf **bufs; /* LAUNCH, READ, WRITE: resolved buffers */
   union {
@@ -99,20 +100,13 @@ typedef struct weft_replay_count {
   _Atomic uint32_t *outstanding;
 } weft_replay_count;
 
-#define WEFT_GPU_MAX_PARAMS 64u
-
 typedef struct weft_kernel_entry {
   _Atomic uint32_t ready; /* release: the fields below are set */
   char *name;
   size_t name_cap;
-  weft_host_kernel_fn fn;
+  weft_host_kernel_fn fn; /* a host kernel (weft_kernel_host) */
   void *user;
-  /* A CUDA kernel (weft_kernel_cuda): its CUfunction and parameter layout. */
-  void *gpu_fn;
-  char params[WEFT_GPU_MAX_PARAMS + 1];    /* the signature: 'b', '1', '2', '4', '8' */
-  uint16_t param_off[WEFT_GPU_MAX_PARAMS]; /* a scalar's offset in the scalar block */
-  uint32_t nparams, nbindings;
-  uint32_t scalar_min, scalar_max; /* accepted scalar block sizes (struct padding) */
+  void *impl; /* the backend's payload (weft_kernel_cuda: its kernel_resolve), or NULL */
 } weft_kernel_entry;
 
 /* A buffer, owned by the scheduler; its execution taint view is touched only
@@ -164,6 +158,7 @@ _Static_assert(WEFT_CMD_HEADER + 3 * (sizeof(weft_binding) + sizeof(weft_buf *) 
 
 struct weft_device {
   weft_allocator alloc;
+  weft_backend_base *backend; /* runs the streams, owns the storage (streams/backend.h) */
   uint32_t max_streams, max_tasks;
   weft_strategy strategy;
   uint32_t tag; /* distinguishes this device's kernel ids */
@@ -205,8 +200,8 @@ struct weft_device {
     _Alignas(64) _Atomic uint64_t n;
   } callers[WEFT_CALLER_SHARDS];
   /* ---- scheduler thread only ---- */
-  _Alignas(64) weft_storage *storage;
-  weft_failures failures; /* the error graph and the failure-store surface */
+  _Alignas(64) weft_storage *storage; /* the backend's */
+  weft_failures failures;             /* the error graph and the failure-store surface */
   weft_failpoints failpoints;
   weft_mm **mms; /* [max_streams]: memory managers, created by the first buffer */
   weft_mm_config mm_config;
@@ -224,8 +219,6 @@ struct weft_device {
   uint64_t fc_pending[WEFT_MAX_STREAMS + 1]; /* of them, counted as pending, per budget */
   ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
   uint64_t fc_n, fc_budgets; /* commands in the chains; stream budgets (bits) in fc_pending */
-  weft_host_pool *pool;      /* runs the streams (host backend) */
-  struct weft_gpu *gpu;      /* the CUDA backend, or NULL (scheduler/cuda/device_cuda.c) */
   weft_stream **streams;     /* [max_streams], created lazily */
   weft_drop_queue *drops;    /* [max_streams]: staged write bytes, fenced by the stream */
   struct weft_slot_ref {
@@ -271,6 +264,12 @@ static inline void *weft__buf_ptr(weft_buf *b, uint64_t offset) {
 /* 1 once the poison error is published (2 while it is being written). */
 static inline bool weft__poisoned(const weft_device *dev) {
   return atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1;
+}
+
+/* Asks the backend for a sticky fault (with |query|, of the streams too):
+ * one poisons the device (weft_backend_vtable.check_fault). */
+static inline void weft__check_fault(weft_device *dev, bool query) {
+  if (dev->backend->vt->check_fault) dev->backend->vt->check_fault(dev->backend, query);
 }
 
 static inline weft_status weft__oom(size_t bytes, const char *what) {

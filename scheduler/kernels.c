@@ -1,6 +1,6 @@
-/* The kernel table (host kernels here; the CUDA backend registers its own
- * entries), and the kernel a pool thread runs: a blocking call it makes must
- * not wait for it. */
+/* The kernel table (host kernels, and kernels of a backend's modules with
+ * the backend's payload), the module calls, and the kernel a pool thread
+ * runs: a blocking call it makes must not wait for it. */
 #include "scheduler/kernels.h"
 
 #include <inttypes.h>
@@ -64,14 +64,38 @@ weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kerne
   weft_status st = weft__enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (dev->gpu)
-    return weft_error_make(WEFT_ERR_UNSUPPORTED_IO_OPERATION,
-                           "host kernels run on the host backend; a CUDA device runs kernels "
-                           "from modules (weft_module_load, weft_kernel_cuda)");
+  if ((st = dev->backend->vt->host_kernels(dev->backend))) return st;
   if (!fn) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "kernel function is NULL");
   weft_kernel_entry e;
   memset(&e, 0, sizeof(e));
   e.fn = fn;
   e.user = user;
   return weft__kernel_register(dev, name, &e, out);
+}
+
+/* ---- modules and their kernels (the backend's payload) ------------------------------------- */
+
+weft_status weft_module_load(weft_device *dev, const void *image, size_t bytes, weft_module *out) {
+  if (out) out->id = 0;
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  return dev->backend->vt->module_load(dev->backend, image, bytes, out);
+}
+
+weft_status weft_kernel_cuda(weft_device *dev, weft_module module, const char *entry,
+                             const char *params, weft_kernel *out) {
+  if (out) out->id = 0;
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  weft_kernel_entry e;
+  memset(&e, 0, sizeof(e));
+  if ((st = dev->backend->vt->kernel_resolve(dev->backend, module, entry, params, &e.impl)))
+    return st;
+  st = weft__kernel_register(dev, entry, &e, out);
+  if (st) dev->backend->vt->kernel_free(dev->backend, e.impl);
+  return st;
 }

@@ -15,7 +15,6 @@
 
 #include "scheduler/buffers.h"
 #include "scheduler/command.h"
-#include "scheduler/gpu.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
 #include "scheduler/multistream.h"
@@ -59,7 +58,9 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
                            scalar_bytes, WEFT_MAX_SCALAR_BYTES);
   if (scalar_bytes && !scalars)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
-  if (dev->gpu && (st = weft__gpu_check_launch(&dev->kernels[kidx], num_bindings, scalar_bytes)))
+  const weft_kernel_entry *k = &dev->kernels[kidx];
+  if (k->impl && (st = dev->backend->vt->check_launch(dev->backend, k->impl, k->name, num_bindings,
+                                                      scalar_bytes)))
     return st;
   for (size_t i = 0; i < num_bindings; i++) {
     weft_binding b = bindings[i];
@@ -184,39 +185,22 @@ static void fail_launch(cmd *c, weft_status err) {
   weft__exec_taint_outputs(c, c->p); /* the scope's id: tainted unless proven written */
 }
 
-/* Runs a host kernel over its grid, block by block (x fastest). */
-static weft_status run_host_kernel(weft_device *dev, cmd *c) {
-  uint64_t sizes[WEFT_MAX_BINDINGS];
-  for (uint32_t i = 0; i < c->nb; i++) {
-    c->ptrs[i] = weft__buf_ptr(c->bufs[i], c->bindings[i].offset);
-    sizes[i] = c->bindings[i].size;
-  }
-  weft_kernel_ctx ctx = {.buffers = c->ptrs,
-                         .sizes = sizes,
-                         .num_buffers = c->nb,
-                         .scalars = c->scalar_bytes ? c->scalars : NULL,
-                         .scalar_bytes = c->scalar_bytes};
-  memcpy(ctx.grid, c->grid, sizeof(ctx.grid));
-  memcpy(ctx.block, c->block, sizeof(ctx.block));
+void weft__launch_desc(const weft_device *dev, cmd *c, weft_launch_desc *out) {
   const weft_kernel_entry *k = &dev->kernels[c->kernel];
-  weft_status err = NULL;
-  weft__kernel_running = c;
-  for (uint32_t z = 0; z < c->grid[2] && !err; z++)
-    for (uint32_t y = 0; y < c->grid[1] && !err; y++)
-      for (uint32_t x = 0; x < c->grid[0] && !err; x++) {
-        ctx.block_idx[0] = x, ctx.block_idx[1] = y, ctx.block_idx[2] = z;
-        err = k->fn(&ctx, k->user);
-      }
-  /* The kinds weft reports about other failures would make this launch's
-   * report contradict itself ("root: Skipped"): such a return is the
-   * launch's own failure. */
-  weft_error_kind kind = weft_error_kind_of(err);
-  if (weft__error_kind_is_derived(kind))
-    err = weft_error_wrap(WEFT_ERR_GENERIC, 0, err,
-                          "kernel '%s' returned %s, a kind only weft itself reports", k->name,
-                          weft_error_kind_name(kind));
-  weft__kernel_running = NULL;
-  return err;
+  for (uint32_t i = 0; i < c->nb; i++)
+    c->ptrs[i] = weft__buf_ptr(c->bufs[i], c->bindings[i].offset);
+  *out = (weft_launch_desc){.kernel_name = k->name,
+                            .fn = k->fn,
+                            .user = k->user,
+                            .impl = k->impl,
+                            .graph = c->graph,
+                            .nb = c->nb,
+                            .addrs = c->ptrs,
+                            .bindings = c->bindings,
+                            .scalars = c->scalars,
+                            .scalar_bytes = c->scalar_bytes};
+  memcpy(out->grid, c->grid, sizeof(out->grid));
+  memcpy(out->block, c->block, sizeof(out->block));
 }
 
 static void run_launch(weft_task *t, weft_stream *on) {
@@ -269,8 +253,14 @@ static void run_launch(weft_task *t, weft_stream *on) {
                                    c->launch_no, dev->kernels[c->kernel].name));
     return;
   }
-  /* A GPU launch is enqueued (its refusal is known now); a host kernel runs. */
-  weft_status err = dev->gpu ? weft__gpu_launch(dev, c, on) : run_host_kernel(dev, c);
+  /* A deferred backend enqueues the launch (its refusal is known now); the
+   * host runs the kernel, during which a blocking call it makes must not
+   * wait for it (weft__running_kernel). */
+  weft_launch_desc d;
+  weft__launch_desc(dev, c, &d);
+  weft__kernel_running = c;
+  weft_status err = dev->backend->vt->launch(dev->backend, on, &d);
+  weft__kernel_running = NULL;
   if (err) {
     fail_launch(c, err);
     return;
@@ -296,7 +286,7 @@ void weft__launch_complete(weft_device *dev, cmd *c) {
       w[nw++] = weft__target(c->bufs[i], c->bindings[i].offset, c->bindings[i].size);
   switch (c->result) {
   case OUT_RUN:
-    dev->stats.launches_run += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
+    dev->stats.launches_run += weft__launch_count(dev, c);
     if (w) weft__run_scope(fs, c->p, w, nw);
     break;
   case OUT_FAILED: {
@@ -323,7 +313,7 @@ void weft__launch_complete(weft_device *dev, cmd *c) {
 /* ---- replay support (capture.c) ------------------------------------------------------------ */
 
 void weft__launch_register(weft_device *dev, cmd *c) {
-  dev->stats.launches += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
+  dev->stats.launches += weft__launch_count(dev, c);
   launch_arm(dev, c);
   c->task.run = run_launch;
   weft__ms_register(dev, weft__slot_of(dev, c->stream), c);
@@ -370,6 +360,6 @@ void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) 
   c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
   for (uint32_t i = 0; i < c->nb; i++) /* the recording keeps them alive; each run pins them */
     if (c->bufs[i]) c->bufs[i]->pending++;
-  dev->stats.launches_replayed += c->graph ? weft__gpu_graph_launches(c->graph) : 1;
+  dev->stats.launches_replayed += weft__launch_count(dev, c);
   weft__launch_register(dev, c);
 }

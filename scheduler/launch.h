@@ -31,6 +31,13 @@ void weft__launch_discard(weft_device *dev, cmd *c);
 void weft__launch_fail(weft_device *dev, const cmd *r, weft_status err);
 /* Copies the recorded launch |r| into |c| (its arrays rebased). */
 void weft__launch_copy(cmd *c, const cmd *r);
+/* |c| as its backend sees it: its binding addresses resolved into c->ptrs
+ * (every bound buffer allocated), the kernel's fields and payload. */
+void weft__launch_desc(const weft_device *dev, cmd *c, weft_launch_desc *out);
+/* The launches |c| runs: those of the graph it replays, else 1. */
+static inline uint32_t weft__launch_count(const weft_device *dev, const cmd *c) {
+  return c->graph ? dev->backend->vt->graph_launches(c->graph) : 1;
+}
 /* Runs |c| (a copy of a recorded launch) again: numbered anew, its buffers
  * pinned, registered. |instance|: the in-flight count of the replay instance
  * that owns |c| (not freed at retirement), or NULL for a pooled command. */

@@ -15,7 +15,6 @@
 
 #include "core/hunt.h"
 #include "scheduler/command.h"
-#include "scheduler/gpu.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
 #include "scheduler/multistream.h"
@@ -44,7 +43,7 @@ void weft__dev_process(weft_device *dev, cmd *c) {
     return;
   }
   dev->stats.commands++;
-  if (dev->gpu) weft__gpu_check_poison(dev, false); /* a sticky error any call met */
+  weft__check_fault(dev, false); /* a sticky error any call met */
   const weft_cmd_ops *ops = &weft__cmd_ops[c->kind];
   if (ops->retire_first) weft__retire_all(dev);
   ops->process(dev, c);
@@ -72,7 +71,7 @@ static void dev_dump(weft_device *dev) {
             i, dev->batches[i].n, dev->streams[i]->submitted, h ? h->seq : 0, t ? t->seq : 0,
             atomic_load(&dev->streams[i]->completed));
   }
-  weft_host_pool_dump(dev->pool, stderr);
+  if (dev->backend->vt->dump) dev->backend->vt->dump(dev->backend, stderr);
 }
 
 static void dev_lost_wakeup(weft_device *dev, const char *what) {
@@ -99,7 +98,8 @@ static bool sched_owed(void *arg, int pass) {
 /* Parks the scheduler until a command arrives or (|completions|) a worker
  * completes something. */
 static void sched_wait(weft_device *dev, bool inbox) {
-  if (dev->gpu && dev->inflight) weft__gpu_arm(dev); /* the GPU wakes the scheduler when done */
+  /* A deferred backend's streams wake the scheduler when done. */
+  if (dev->inflight && dev->backend->vt->arm) dev->backend->vt->arm(dev->backend);
   for (int i = 0; i < 128; i++) {
     if ((inbox && !weft_inbox_empty(&dev->inbox)) || weft__completions_ready(dev)) return;
     weft__cpu_relax();
@@ -111,10 +111,10 @@ static void sched_wait(weft_device *dev, bool inbox) {
     weft__ec_cancel(&dev->inbox.ec);
     return;
   }
-  /* A GPU fault stops the completion marks: while GPU work is outstanding,
-   * look for one every few milliseconds. */
-  if (dev->gpu && dev->inflight) {
-    if (!weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(2000000))) weft__gpu_check_poison(dev, true);
+  /* A fault stops a deferred backend's completion marks: while its work is
+   * outstanding, look for one every few milliseconds. */
+  if (dev->backend->deferred && dev->inflight) {
+    if (!weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(2000000))) weft__check_fault(dev, true);
     return;
   }
   /* Timed: a wake-up that never came costs 100 ms (and a grace park), not
@@ -244,7 +244,7 @@ static bool combining_owed(void *arg, int pass) {
   weft__scheduling = dev;
   bool owed = weft__completions_owed(dev);
   for (uint32_t i = 0; i < dev->max_streams && !owed; i++)
-    owed = dev->batches[i].n && !dev->gpu && weft_stream_is_idle(dev->streams[i]);
+    owed = dev->batches[i].n && !dev->backend->deferred && weft_stream_is_idle(dev->streams[i]);
   weft__scheduling = NULL;
   role_release(dev);
   return owed && weft_inbox_empty(&dev->inbox);
@@ -290,7 +290,7 @@ static void *combining_thread(weft_device *dev) {
 
 void *weft__scheduler_main(void *arg) {
   weft_device *dev = arg;
-  if (dev->gpu) weft__gpu_enter(dev); /* storage and lanes need the context here */
+  dev->backend->vt->enter(dev->backend); /* CUDA: storage and lanes need the context here */
   return dev->combining ? combining_thread(dev) : scheduler_thread(dev);
 }
 

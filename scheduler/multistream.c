@@ -11,8 +11,6 @@
  * order, and waits only ever name tasks already handed to a worker. */
 #include "scheduler/multistream.h"
 
-#include "scheduler/gpu.h"
-
 /* The buffers a command touches and how; NULL past the end. */
 static weft_buf *cmd_buf(const cmd *c, uint32_t i, bool *write) {
   switch (c->kind) {
@@ -230,8 +228,7 @@ static void fence_wait(void *ctx, uint64_t seq) {
 
 weft_stream *weft__stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
   if (!dev->streams[slot]) {
-    weft_status st = dev->gpu ? weft__gpu_stream_create(dev, slot, &dev->streams[slot])
-                              : weft_stream_host_create(dev->pool, slot, &dev->streams[slot]);
+    weft_status st = dev->backend->vt->stream_create(dev->backend, slot, &dev->streams[slot]);
     if (st) {
       *err = st;
       return NULL;

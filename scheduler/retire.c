@@ -4,16 +4,15 @@
 #include "scheduler/retire.h"
 
 #include "scheduler/command.h"
-#include "scheduler/gpu.h"
 
 static void complete(weft_device *dev, cmd *c) {
   dev->inflight--;
-  if (dev->gpu && (c->kind == CMD_SYNC || c->kind == CMD_READ))
-    weft__gpu_sync_point(dev,
-                         dev->streams[weft__slot_of(dev, c->stream)]); /* what the device hit */
-  /* A GPU fault stops everything queued: nothing retired after the device
-   * was poisoned can be trusted to have run. */
-  if (dev->gpu && weft__poisoned(dev) && c->result != OUT_NONE) {
+  weft_backend_base *b = dev->backend;
+  if ((c->kind == CMD_SYNC || c->kind == CMD_READ) && b->vt->sync_point)
+    b->vt->sync_point(b, dev->streams[weft__slot_of(dev, c->stream)]); /* what the device hit */
+  /* A deferred backend's fault stops everything queued: nothing retired
+   * after the device was poisoned can be trusted to have run. */
+  if (b->deferred && weft__poisoned(dev) && c->result != OUT_NONE) {
     weft_error_free(c->error);
     c->error = NULL;
     c->result = OUT_POISONED;
@@ -58,10 +57,8 @@ static void retire(weft_device *dev, uint32_t slot, uint64_t upto, uint64_t befo
 /* Retires everything the workers completed; true if anything was. */
 bool weft__retire_all(weft_device *dev) {
   bool any = false;
-  if (dev->gpu) { /* a fault first: before any forced completion retires */
-    weft__gpu_check_poison(dev, false);
-    weft__gpu_progress(dev);
-  }
+  weft__check_fault(dev, false); /* a fault first: before any forced completion retires */
+  if (dev->backend->vt->progress) dev->backend->vt->progress(dev->backend);
   for (uint32_t i = 0; i < dev->max_streams; i++) {
     weft_task *t = dev->fifo[i].head;
     if (!t) continue;
@@ -86,12 +83,12 @@ bool weft__completions_ready(weft_device *dev) {
 /* Completed work the scheduler was owed a wake-up for: the pool raises
  * progress after a task marked |notify| and when it leaves a stream (IDLE),
  * not after every task, so completions on a stream still running are not
- * (a long kernel after a short one is no lost wake-up). Host streams only:
- * the CUDA backend's completions have their own polling. */
+ * (a long kernel after a short one is no lost wake-up). Not on a deferred
+ * backend: its completions have their own polling. */
 bool weft__completions_owed(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++) {
     weft_task *t = dev->fifo[i].head;
-    if (!t || dev->gpu) continue;
+    if (!t || dev->backend->deferred) continue;
     uint64_t done = atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire);
     if (t->seq > done) continue;
     if (atomic_load_explicit(&dev->streams[i]->state, memory_order_acquire) == WEFT_STREAM_IDLE)

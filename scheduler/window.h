@@ -33,7 +33,7 @@ struct weft_capture {
   weft_stream_id ids[WEFT_MAX_STREAMS];
   uint32_t nids;
   cmd *rec_head, *rec_tail; /* recorded launches, in order (linked through task.link) */
-  cmd *graph;               /* CUDA: one launch of the recording's CUDA graph, or NULL */
+  cmd *graph;               /* one launch of the recording's backend graph (CUDA), or NULL */
   weft_status doom;         /* the first reason the recording cannot be kept */
   weft_buf **primed;        /* buffers released during warm-up, freed at begin */
   uint32_t nprimed, primed_cap;
