@@ -1447,6 +1447,32 @@ Test(capture, replays_with_inputs_refreshed_in_place_equal_an_eager_run, .timeou
   cenv_close(&e);
 }
 
+/* A dry run measures a replay as the launches its graph holds, and runs none. */
+Test(capture, a_replay_during_a_dry_run_counts_its_graphs_launches, .timeout = 60) {
+  cenv e = cenv_new();
+  enum { N = 1 << 10 };
+  weft_buffer x = make_buffer(e.dev, 0, N * 4), z = make_buffer(e.dev, 0, N * 4);
+  weft_stream_id s0 = 0;
+  weft_capture *cap;
+  OK(weft_capture_prepare(e.dev, &s0, 1, &cap));
+  step(&e, 0, x, z, N); /* warm-up, eager */
+  OK(weft_capture_begin(cap));
+  step(&e, 0, x, z, N);
+  OK(weft_capture_end(cap));
+  weft_device_stats before = stats_of(e.dev);
+  uint64_t kernels_before = fstat("kernels_run");
+  OK(weft_memory_dry_run(e.dev, true));
+  for (int i = 0; i < 3; i++) OK(weft_capture_replay(cap));
+  OK(weft_memory_dry_run(e.dev, false));
+  weft_device_stats after = stats_of(e.dev);
+  cr_assert_eq(after.launches_dry - before.launches_dry, 3 * 2, "every launch was measured");
+  cr_assert_eq(after.launches - before.launches, 3 * 2);
+  cr_assert_eq(after.launches_replayed, before.launches_replayed, "no replayed launch ran");
+  cr_assert_eq(fstat("kernels_run"), kernels_before, "a kernel ran in a dry run");
+  weft_capture_destroy(cap);
+  cenv_close(&e);
+}
+
 Test(capture, creating_a_buffer_on_the_captured_stream_dooms_the_recording, .timeout = 60) {
   cenv e = cenv_new();
   enum { N = 1024 };
