@@ -84,7 +84,7 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
   weft_status st = weft__enter(dev, &in);
   if (st) return st;
   if ((st = weft__buf_lookup(dev, buf, NULL))) return st;
-  if (weft__dev_scheduling() == dev && dev->in_reclaim &&
+  if (weft__dev_scheduling() == dev && dev->mem.in_reclaim &&
       weft_handles_slot(&dev->buffers, buf.id)->obj) {
     /* From the reclaim callback: takes effect at once, so the retry can use it.
      * A buffer whose create is still queued holds no memory yet: its release

@@ -6,7 +6,7 @@
 #include "scheduler/device_internal.h"
 
 /* Every call but open runs on a device with dev->gpu set. */
-/* Loads the driver, retains the context, creates the storage (dev->storage). */
+/* Loads the driver, retains the context, creates the storage (dev->mem.storage). */
 weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o);
 /* Makes the device's context current on the calling thread. */
 void weft__gpu_enter(weft_device *dev);

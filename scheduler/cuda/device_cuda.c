@@ -47,11 +47,12 @@ weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o) {
   struct weft_gpu *g = weft__calloc(&dev->alloc, sizeof(*g), WEFT_CACHELINE);
   if (!g) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*g), "the CUDA backend");
   pthread_mutex_init(&g->lock, NULL);
-  weft_status st = weft_lanes_open(&dev->alloc, o->ordinal, &dev->wake, &g->lanes);
+  weft_status st = weft_lanes_open(&dev->alloc, o->ordinal, &dev->loop.wake, &g->lanes);
   uint64_t total = 0;
   if (!st) st = weft_cuda_stream_create(weft_lanes_context(g->lanes), &g->mem_stream);
   if (!st)
-    st = weft_storage_cuda_create(&dev->alloc, weft_lanes_driver(g->lanes), &total, &dev->storage);
+    st = weft_storage_cuda_create(&dev->alloc, weft_lanes_driver(g->lanes), &total,
+                                  &dev->mem.storage);
   if (st) {
     weft_cuda_stream_destroy(g->mem_stream);
     weft_lanes_close(g->lanes);
@@ -59,11 +60,11 @@ weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o) {
     weft__free(&dev->alloc, g, sizeof(*g), WEFT_CACHELINE);
     return st;
   }
-  weft_storage_cuda_set_poison(dev->storage,
+  weft_storage_cuda_set_poison(dev->mem.storage,
                                weft_cuda_context_poison(weft_lanes_context(g->lanes)));
-  weft_storage_cuda_cap(dev->storage, o->memory_capacity);
-  weft_storage_cuda_set_stream(dev->storage, weft_cuda_stream_handle(g->mem_stream));
-  weft_storage_cuda_use_async(dev->storage); /* frees then never synchronise the device */
+  weft_storage_cuda_cap(dev->mem.storage, o->memory_capacity);
+  weft_storage_cuda_set_stream(dev->mem.storage, weft_cuda_stream_handle(g->mem_stream));
+  weft_storage_cuda_use_async(dev->mem.storage); /* frees then never synchronise the device */
   g->capacity = o->memory_capacity && o->memory_capacity < total ? o->memory_capacity : total;
   g->ordinal = o->ordinal;
   if (weft_lanes_driver(g->lanes)->cuDriverGetVersion(&g->driver_version) != CUDA_SUCCESS)
@@ -99,7 +100,7 @@ weft_status weft__gpu_stream_create(weft_device *dev, uint32_t slot, weft_stream
 }
 
 bool weft__gpu_fail_call(weft_device *dev, uint64_t n, weft_error_kind kind) {
-  return weft_storage_cuda_fail_call(dev->storage, n, kind);
+  return weft_storage_cuda_fail_call(dev->mem.storage, n, kind);
 }
 
 uint64_t weft__gpu_capacity(weft_device *dev) {
