@@ -53,8 +53,7 @@ static void launch_one(wl_state *s, weft_stream_id stream) {
 /* A device with default options (max_streams 4 at least: the 4-producer
  * benchmark needs four slots); streams 0..nstreams-1 are warmed up. */
 static wl_state *wl_setup_common(uint32_t nstreams, bool with_binding) {
-  wl_state *s = calloc(1, sizeof(*s));
-  if (!s) wb_fatal("out of memory");
+  wl_state *s = wb_calloc(1, sizeof(*s));
   weft_device_options o;
   weft_device_options_init(&o);
   o.backend = WEFT_BACKEND_HOST;
@@ -76,19 +75,23 @@ static wl_state *wl_setup_common(uint32_t nstreams, bool with_binding) {
   return s;
 }
 
-static void wl_setup_1stream(void **state) {
+static void wl_setup_1stream(void **state, wb_ctx *c) {
+  (void)c;
   *state = wl_setup_common(1, false);
 }
 
-static void wl_setup_1stream_1binding(void **state) {
+static void wl_setup_1stream_1binding(void **state, wb_ctx *c) {
+  (void)c;
   *state = wl_setup_common(1, true);
 }
 
-static void wl_setup_4streams(void **state) {
+static void wl_setup_4streams(void **state, wb_ctx *c) {
+  (void)c;
   *state = wl_setup_common(NPRODUCERS, false);
 }
 
-static uint64_t wl_run_1stream(void *state, uint64_t n) {
+static uint64_t wl_run_1stream(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   wl_state *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) launch_one(s, 0);
@@ -105,12 +108,14 @@ static void wl_producer(void *state, unsigned idx, uint64_t count) {
   atomic_fetch_add(&s->launched, count);
 }
 
-static uint64_t wl_run_4producers(void *state, uint64_t n) {
+static uint64_t wl_run_4producers(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   return wb_run_threads(NPRODUCERS, n, wl_producer, state);
 }
 
 /* Checks that every launch ran, and nothing failed or was skipped. */
-static void wl_teardown(void *state) {
+static void wl_teardown(void *state, wb_ctx *c) {
+  (void)c;
   wl_state *s = state;
   weft_device_stats st;
   wb_check(weft_device_stats_get(s->dev, &st), "weft_device_stats_get");
@@ -133,23 +138,25 @@ typedef struct base_state {
 } base_state;
 
 static base_state *base_setup_common(unsigned nqueues) {
-  base_state *s = calloc(1, sizeof(*s));
-  if (!s) wb_fatal("out of memory");
+  base_state *s = wb_calloc(1, sizeof(*s));
   s->nqueues = nqueues;
   for (unsigned i = 0; i < nqueues; i++) s->q[i] = bq_create();
   atomic_init(&s->submitted, 0);
   return s;
 }
 
-static void base_setup_1queue(void **state) {
+static void base_setup_1queue(void **state, wb_ctx *c) {
+  (void)c;
   *state = base_setup_common(1);
 }
 
-static void base_setup_4queues(void **state) {
+static void base_setup_4queues(void **state, wb_ctx *c) {
+  (void)c;
   *state = base_setup_common(NPRODUCERS);
 }
 
-static uint64_t base_run_1stream(void *state, uint64_t n) {
+static uint64_t base_run_1stream(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   base_state *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) bq_submit(s->q[0], noop_kernel, NULL);
@@ -167,11 +174,13 @@ static void base_producer(void *state, unsigned idx, uint64_t count) {
   atomic_fetch_add(&s->submitted, count);
 }
 
-static uint64_t base_run_4producers(void *state, uint64_t n) {
+static uint64_t base_run_4producers(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   return wb_run_threads(NPRODUCERS, n, base_producer, state);
 }
 
-static void base_teardown(void *state) {
+static void base_teardown(void *state, wb_ctx *c) {
+  (void)c;
   base_state *s = state;
   uint64_t done = 0, failed = 0;
   for (unsigned i = 0; i < s->nqueues; i++) {
