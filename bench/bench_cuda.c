@@ -262,12 +262,15 @@ static void w_buffer(ws *s, weft_stream_id stream, float value, weft_buffer *out
   wb_check(weft_buffer_write(s->dev, stream, *out, 0, v, sizeof(v)), "weft_buffer_write");
 }
 
-static void *w_open(wb_ctx *c, wkind kind) {
+/* arg: the wkind. */
+static void w_setup(void **state, wb_ctx *c) {
+  wkind kind = (wkind)wb_arg(c);
   ws *s = wb_calloc(1, sizeof(*s));
+  *state = s;
   s->kind = kind;
   if (!cuda_available(c)) {
     s->skipped = true;
-    return s;
+    return;
   }
   weft_device_options o;
   weft_device_options_init(&o);
@@ -322,20 +325,6 @@ static void *w_open(wb_ctx *c, wkind kind) {
     break;
   }
   wb_check(weft_device_stats_get(s->dev, &s->snap), "weft_device_stats_get");
-  return s;
-}
-
-static void w_setup_noop(void **st, wb_ctx *c) {
-  *st = w_open(c, W_NOOP);
-}
-static void w_setup_fan(void **st, wb_ctx *c) {
-  *st = w_open(c, W_FAN);
-}
-static void w_setup_replay(void **st, wb_ctx *c) {
-  *st = w_open(c, W_REPLAY);
-}
-static void w_setup_eager(void **st, wb_ctx *c) {
-  *st = w_open(c, W_EAGER);
 }
 
 static uint64_t w_run_noop(void *state, uint64_t n, wb_ctx *c) {
@@ -497,12 +486,15 @@ static void r_sync(rs *s, uint32_t nstreams) {
 }
 #endif
 
-static void *r_open(wb_ctx *c, rkind kind) {
+/* arg: the rkind. */
+static void r_setup(void **state, wb_ctx *c) {
+  rkind kind = (rkind)wb_arg(c);
   rs *s = wb_calloc(1, sizeof(*s));
+  *state = s;
   s->kind = kind;
   if (!cuda_available(c)) {
     s->skipped = true;
-    return s;
+    return;
   }
 #ifdef WEFT_HAVE_CUDA
   wb_check(weft_cuda_context_create(&raw_alloc, &raw_driver, 0, &s->ctx),
@@ -529,14 +521,6 @@ static void *r_open(wb_ctx *c, rkind kind) {
     r_sync(s, 1);
   }
 #endif
-  return s;
-}
-
-static void r_setup_noop(void **st, wb_ctx *c) {
-  *st = r_open(c, R_NOOP);
-}
-static void r_setup_fan(void **st, wb_ctx *c) {
-  *st = r_open(c, R_FAN);
 }
 
 static uint64_t r_run_noop(void *state, uint64_t n, wb_ctx *c) {
@@ -606,7 +590,8 @@ static const wb_bench benches[] = {
      .baseline = "cuda_raw_launch_noop",
      .group = &cuda_group,
      .iterations = ITERS_NOOP,
-     .setup = w_setup_noop,
+     .arg = W_NOOP,
+     .setup = w_setup,
      .run = w_run_noop,
      .teardown = w_teardown},
     {.name = "cuda_raw_launch_noop",
@@ -614,7 +599,8 @@ static const wb_bench benches[] = {
                     "cuStreamSynchronize (weft's loader); per launch",
      .group = &cuda_group,
      .iterations = ITERS_NOOP,
-     .setup = r_setup_noop,
+     .arg = R_NOOP,
+     .setup = r_setup,
      .run = r_run_noop,
      .teardown = r_teardown},
     {.name = "cuda_cross_stream_fan",
@@ -623,7 +609,8 @@ static const wb_bench benches[] = {
      .baseline = "cuda_raw_cross_stream_fan",
      .group = &cuda_group,
      .iterations = ITERS_FAN,
-     .setup = w_setup_fan,
+     .arg = W_FAN,
+     .setup = w_setup,
      .run = w_run_fan,
      .teardown = w_teardown},
     {.name = "cuda_raw_cross_stream_fan",
@@ -631,7 +618,8 @@ static const wb_bench benches[] = {
                     "crossing (6 a round); per launch",
      .group = &cuda_group,
      .iterations = ITERS_FAN,
-     .setup = r_setup_fan,
+     .arg = R_FAN,
+     .setup = r_setup,
      .run = r_run_fan,
      .teardown = r_teardown},
     {.name = "cuda_replay_chain",
@@ -640,14 +628,16 @@ static const wb_bench benches[] = {
      .baseline = "cuda_eager_chain",
      .group = &cuda_group,
      .iterations = ITERS_CHAIN,
-     .setup = w_setup_replay,
+     .arg = W_REPLAY,
+     .setup = w_setup,
      .run = w_run_chain,
      .teardown = w_teardown},
     {.name = "cuda_eager_chain",
      .description = "weft, CUDA: the same 64 nodes as weft_launch calls; per node",
      .group = &cuda_group,
      .iterations = ITERS_CHAIN,
-     .setup = w_setup_eager,
+     .arg = W_EAGER,
+     .setup = w_setup,
      .run = w_run_chain,
      .teardown = w_teardown},
 };

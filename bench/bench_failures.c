@@ -253,22 +253,10 @@ static void measure_allocs(int variant, wb_ctx *c) {
   wb_report(c, K_FREES, (double)minus(w.frees, fixed.frees) / ALLOC_LAUNCHES);
 }
 
-static void lb_setup(void **state, wb_ctx *c, int variant) {
-  measure_allocs(variant, c);
-  *state = lb_open(variant, wb_name(c), NULL);
-}
-
-static void lb_setup_0b(void **state, wb_ctx *c) {
-  lb_setup(state, c, V_0B);
-}
-static void lb_setup_noscope(void **state, wb_ctx *c) {
-  lb_setup(state, c, V_NOSCOPE);
-}
-static void lb_setup_success(void **state, wb_ctx *c) {
-  lb_setup(state, c, V_SUCCESS);
-}
-static void lb_setup_skip(void **state, wb_ctx *c) {
-  lb_setup(state, c, V_SKIP);
+/* arg: the variant. */
+static void lb_setup(void **state, wb_ctx *c) {
+  measure_allocs(wb_arg(c), c);
+  *state = lb_open(wb_arg(c), wb_name(c), NULL);
 }
 
 static uint64_t lb_run(void *state, uint64_t n, wb_ctx *c) {
@@ -373,7 +361,9 @@ typedef struct storm_state {
   uint64_t ncur, cur_min, cur_max;
 } storm_state;
 
-static void storm_setup(void **state, wb_ctx *c, int variant) {
+/* arg: S_FAIL or S_NOFAIL. */
+static void storm_setup(void **state, wb_ctx *c) {
+  int variant = wb_arg(c);
   storm_state *s = wb_calloc(1, sizeof(*s));
   s->variant = variant;
   s->name = wb_name(c);
@@ -403,13 +393,6 @@ static void storm_setup(void **state, wb_ctx *c, int variant) {
   }
   s->base = stats_of(s->dev);
   *state = s;
-}
-
-static void storm_setup_fail(void **state, wb_ctx *c) {
-  storm_setup(state, c, S_FAIL);
-}
-static void storm_setup_nofail(void **state, wb_ctx *c) {
-  storm_setup(state, c, S_NOFAIL);
 }
 
 /* failures_live now; exits when the graph holds more failures than there
@@ -522,7 +505,8 @@ static const wb_bench benches[] = {
                     "one stream, submit to completion",
      .iterations = ITERS_LAUNCH,
      .group = &launch_group,
-     .setup = lb_setup_0b,
+     .arg = V_0B,
+     .setup = lb_setup,
      .run = lb_run,
      .teardown = lb_teardown},
     {.name = "launch_4bindings_noscope",
@@ -531,7 +515,8 @@ static const wb_bench benches[] = {
      .baseline = "launch_0bindings",
      .iterations = ITERS_LAUNCH,
      .group = &launch_group,
-     .setup = lb_setup_noscope,
+     .arg = V_NOSCOPE,
+     .setup = lb_setup,
      .run = lb_run,
      .teardown = lb_teardown},
     {.name = "launch_4bindings_success",
@@ -543,7 +528,8 @@ static const wb_bench benches[] = {
      .versus_target = 1.10,
      .iterations = ITERS_LAUNCH,
      .group = &launch_group,
-     .setup = lb_setup_success,
+     .arg = V_SUCCESS,
+     .setup = lb_setup,
      .run = lb_run,
      .teardown = lb_teardown},
     {.name = "launch_4bindings_skip",
@@ -552,7 +538,8 @@ static const wb_bench benches[] = {
      .baseline = "launch_4bindings_success",
      .iterations = ITERS_LAUNCH,
      .group = &launch_group,
-     .setup = lb_setup_skip,
+     .arg = V_SKIP,
+     .setup = lb_setup,
      .run = lb_run,
      .teardown = lb_teardown},
     {.name = "failure_storm",
@@ -561,14 +548,16 @@ static const wb_bench benches[] = {
      .baseline = "failure_storm_0pct",
      .iterations = ITERS_STORM,
      .group = &storm_group,
-     .setup = storm_setup_fail,
+     .arg = S_FAIL,
+     .setup = storm_setup,
      .run = storm_run,
      .teardown = storm_teardown},
     {.name = "failure_storm_0pct",
      .description = "failure_storm's launches with no failpoint: every launch succeeds",
      .iterations = ITERS_STORM,
      .group = &storm_group,
-     .setup = storm_setup_nofail,
+     .arg = S_NOFAIL,
+     .setup = storm_setup,
      .run = storm_run,
      .teardown = storm_teardown},
 };

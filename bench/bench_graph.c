@@ -94,7 +94,12 @@ static void check(gs *s) {
   }
 }
 
-static void *gs_open(way how, bool wide) {
+/* arg: the way, | WIDE for the 16 chains. */
+#define WIDE 0x10
+
+static void gs_setup(void **state, wb_ctx *c) {
+  way how = (way)(wb_arg(c) & ~WIDE);
+  bool wide = wb_arg(c) & WIDE;
   gs *s = wb_calloc(1, sizeof(*s));
   s->how = how;
   s->wide = wide;
@@ -129,32 +134,7 @@ static void *gs_open(way how, bool wide) {
   step(s); /* warm: every stream started */
   sync_lanes(s);
   check(s);
-  return s;
-}
-
-static void chain_launches(void **st, wb_ctx *c) {
-  (void)c;
-  *st = gs_open(LAUNCHES, false);
-}
-static void chain_graph(void **st, wb_ctx *c) {
-  (void)c;
-  *st = gs_open(GRAPH, false);
-}
-static void chain_replay(void **st, wb_ctx *c) {
-  (void)c;
-  *st = gs_open(REPLAY, false);
-}
-static void wide_launches(void **st, wb_ctx *c) {
-  (void)c;
-  *st = gs_open(LAUNCHES, true);
-}
-static void wide_graph(void **st, wb_ctx *c) {
-  (void)c;
-  *st = gs_open(GRAPH, true);
-}
-static void wide_replay(void **st, wb_ctx *c) {
-  (void)c;
-  *st = gs_open(REPLAY, true);
+  *state = s;
 }
 
 /* Only the submission is timed; the step is drained before the next one. */
@@ -203,14 +183,16 @@ static const wb_bench benches[] = {
     {.name = "launches_chain",
      .description = "64-node in-place chain as 64 weft_launch calls (one-word body), per node",
      .iterations = ITERS,
-     .setup = chain_launches,
+     .arg = LAUNCHES,
+     .setup = gs_setup,
      .run = gs_run,
      .teardown = gs_teardown},
     {.name = "graph_chain",
      .description = "the same chain as one weft_taskgraph_submit, per node",
      .baseline = "launches_chain",
      .iterations = ITERS,
-     .setup = chain_graph,
+     .arg = GRAPH,
+     .setup = gs_setup,
      .run = gs_run,
      .teardown = gs_teardown},
     {.name = "replay_chain",
@@ -218,40 +200,46 @@ static const wb_bench benches[] = {
      .description = "the same chain as one replay of its capture, per node",
      .baseline = "launches_chain",
      .iterations = ITERS,
-     .setup = chain_replay,
+     .arg = REPLAY,
+     .setup = gs_setup,
      .run = gs_run,
      .teardown = gs_teardown},
     {.name = "launches_chain_submit",
      .description = "the chain's 64 weft_launch calls alone (completion untimed), per node",
      .iterations = ITERS,
-     .setup = chain_launches,
+     .arg = LAUNCHES,
+     .setup = gs_setup,
      .run = gs_run_submit,
      .teardown = gs_teardown},
     {.name = "graph_chain_submit",
      .description = "the chain's weft_taskgraph_submit call alone, per node",
      .baseline = "launches_chain_submit",
      .iterations = ITERS,
-     .setup = chain_graph,
+     .arg = GRAPH,
+     .setup = gs_setup,
      .run = gs_run_submit,
      .teardown = gs_teardown},
     {.name = "replay_chain_submit",
      .description = "the chain's weft_capture_replay call alone, per node",
      .baseline = "launches_chain_submit",
      .iterations = ITERS,
-     .setup = chain_replay,
+     .arg = REPLAY,
+     .setup = gs_setup,
      .run = gs_run_submit,
      .teardown = gs_teardown},
     {.name = "launches_wide",
      .description = "16 independent 4-node chains over 4 streams as 64 weft_launch calls, per node",
      .iterations = ITERS,
-     .setup = wide_launches,
+     .arg = LAUNCHES | WIDE,
+     .setup = gs_setup,
      .run = gs_run,
      .teardown = gs_teardown},
     {.name = "graph_wide",
      .description = "the same wide DAG as one weft_taskgraph_submit (4 lanes), per node",
      .baseline = "launches_wide",
      .iterations = ITERS,
-     .setup = wide_graph,
+     .arg = GRAPH | WIDE,
+     .setup = gs_setup,
      .run = gs_run,
      .teardown = gs_teardown},
     {.name = "replay_wide",
@@ -259,7 +247,8 @@ static const wb_bench benches[] = {
      .description = "the same wide DAG as one replay of its capture, per node",
      .baseline = "launches_wide",
      .iterations = ITERS,
-     .setup = wide_replay,
+     .arg = REPLAY | WIDE,
+     .setup = gs_setup,
      .run = gs_run,
      .teardown = gs_teardown},
 };

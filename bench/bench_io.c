@@ -134,12 +134,12 @@ static bool reset_peak(void) {
   return fclose(f) == 0 && ok;
 }
 
-static void io_setup(void **state, wb_ctx *c, int op, int size) {
-  (void)c;
+/* arg: the op * IO_SIZES + the size's index. */
+static void io_setup(void **state, wb_ctx *c) {
   io_bench_state *b = wb_calloc(1, sizeof(*b));
-  b->op = op;
-  b->size = size;
-  io_acquire(size);
+  b->op = wb_arg(c) / IO_SIZES;
+  b->size = wb_arg(c) % IO_SIZES;
+  io_acquire(b->size);
   *state = b;
 }
 
@@ -192,32 +192,14 @@ static void io_teardown(void *state, wb_ctx *c) {
   free(b);
 }
 
-#define IO_SETUPS(i)                                                                               \
-  static void io_setup_w##i(void **s, wb_ctx *c) {                                                 \
-    io_setup(s, c, OP_WRITE, i);                                                                   \
-  }                                                                                                \
-  static void io_setup_r##i(void **s, wb_ctx *c) {                                                 \
-    io_setup(s, c, OP_READ, i);                                                                    \
-  }                                                                                                \
-  static void io_setup_m##i(void **s, wb_ctx *c) {                                                 \
-    io_setup(s, c, OP_MEMCPY, i);                                                                  \
-  }
-IO_SETUPS(0)
-IO_SETUPS(1)
-IO_SETUPS(2)
-IO_SETUPS(3)
-IO_SETUPS(4)
-IO_SETUPS(5)
-IO_SETUPS(6)
-IO_SETUPS(7)
-
 #define IO_BENCHES(i, label, big)                                                                  \
   {.name = "io_write_" label,                                                                      \
    .description = "weft_buffer_write of " label "B into a warm buffer, weft_sync at the end",      \
    .baseline = "io_memcpy_" label,                                                                 \
    .heavy = big,                                                                                   \
    .group = &io_group,                                                                             \
-   .setup = io_setup_w##i,                                                                         \
+   .arg = OP_WRITE * IO_SIZES + i,                                                                 \
+   .setup = io_setup,                                                                              \
    .run = io_run_op,                                                                               \
    .teardown = io_teardown},                                                                       \
       {.name = "io_read_" label,                                                                   \
@@ -225,13 +207,15 @@ IO_SETUPS(7)
        .baseline = "io_memcpy_" label,                                                             \
        .heavy = big,                                                                               \
        .group = &io_group,                                                                         \
-       .setup = io_setup_r##i,                                                                     \
+       .arg = OP_READ * IO_SIZES + i,                                                              \
+       .setup = io_setup,                                                                          \
        .run = io_run_op,                                                                           \
        .teardown = io_teardown},                                                                   \
   {                                                                                                \
     .name = "io_memcpy_" label,                                                                    \
     .description = "baseline: memcpy of " label "B between two warm host blocks", .heavy = big,    \
-    .group = &io_group, .setup = io_setup_m##i, .run = io_run_op, .teardown = io_teardown          \
+    .group = &io_group, .arg = OP_MEMCPY * IO_SIZES + i, .setup = io_setup, .run = io_run_op,      \
+    .teardown = io_teardown                                                                        \
   }
 
 static wb_bench io_benches[] = {

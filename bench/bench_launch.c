@@ -50,9 +50,14 @@ static void launch_one(wl_state *s, weft_stream_id stream) {
            "weft_launch");
 }
 
+/* arg: the streams to warm up, | WITH_BINDING for a READ_WRITE binding per launch. */
+#define WITH_BINDING 0x100
+
 /* A device with default options (max_streams 4 at least: the 4-producer
  * benchmark needs four slots); streams 0..nstreams-1 are warmed up. */
-static wl_state *wl_setup_common(uint32_t nstreams, bool with_binding) {
+static void wl_setup(void **state, wb_ctx *c) {
+  uint32_t nstreams = (uint32_t)wb_arg(c) & 0xffu;
+  bool with_binding = wb_arg(c) & WITH_BINDING;
   wl_state *s = wb_calloc(1, sizeof(*s));
   weft_device_options o;
   weft_device_options_init(&o);
@@ -72,22 +77,7 @@ static wl_state *wl_setup_common(uint32_t nstreams, bool with_binding) {
     wb_check(weft_sync(s->dev, i), "weft_sync");
   }
   atomic_init(&s->launched, nstreams);
-  return s;
-}
-
-static void wl_setup_1stream(void **state, wb_ctx *c) {
-  (void)c;
-  *state = wl_setup_common(1, false);
-}
-
-static void wl_setup_1stream_1binding(void **state, wb_ctx *c) {
-  (void)c;
-  *state = wl_setup_common(1, true);
-}
-
-static void wl_setup_4streams(void **state, wb_ctx *c) {
-  (void)c;
-  *state = wl_setup_common(NPRODUCERS, false);
+  *state = s;
 }
 
 static uint64_t wl_run_1stream(void *state, uint64_t n, wb_ctx *c) {
@@ -137,22 +127,13 @@ typedef struct base_state {
   _Atomic uint64_t submitted;
 } base_state;
 
-static base_state *base_setup_common(unsigned nqueues) {
+/* arg: the queues, one worker each. */
+static void base_setup(void **state, wb_ctx *c) {
   base_state *s = wb_calloc(1, sizeof(*s));
-  s->nqueues = nqueues;
-  for (unsigned i = 0; i < nqueues; i++) s->q[i] = bq_create();
+  s->nqueues = (unsigned)wb_arg(c);
+  for (unsigned i = 0; i < s->nqueues; i++) s->q[i] = bq_create();
   atomic_init(&s->submitted, 0);
-  return s;
-}
-
-static void base_setup_1queue(void **state, wb_ctx *c) {
-  (void)c;
-  *state = base_setup_common(1);
-}
-
-static void base_setup_4queues(void **state, wb_ctx *c) {
-  (void)c;
-  *state = base_setup_common(NPRODUCERS);
+  *state = s;
 }
 
 static uint64_t base_run_1stream(void *state, uint64_t n, wb_ctx *c) {
@@ -206,7 +187,8 @@ static const wb_bench benches[] = {
                     "submit to completion",
      .baseline = "baseline_mutex_condvar_1stream",
      .iterations = ITERS_1STREAM,
-     .setup = wl_setup_1stream,
+     .arg = 1,
+     .setup = wl_setup,
      .run = wl_run_1stream,
      .teardown = wl_teardown},
     {.name = "launch_noop_1stream_1binding",
@@ -214,13 +196,15 @@ static const wb_bench benches[] = {
          "weft: as launch_noop_1stream, with one READ_WRITE binding of a 256-byte buffer",
      .baseline = "baseline_mutex_condvar_1stream",
      .iterations = ITERS_1STREAM,
-     .setup = wl_setup_1stream_1binding,
+     .arg = 1 | WITH_BINDING,
+     .setup = wl_setup,
      .run = wl_run_1stream,
      .teardown = wl_teardown},
     {.name = "baseline_mutex_condvar_1stream",
      .description = "naive queue: mutex+condvar FIFO, malloc per task, one worker; one producer",
      .iterations = ITERS_1STREAM,
-     .setup = base_setup_1queue,
+     .arg = 1,
+     .setup = base_setup,
      .run = base_run_1stream,
      .teardown = base_teardown},
     {.name = "launch_noop_4producers",
@@ -228,19 +212,22 @@ static const wb_bench benches[] = {
                     "one device",
      .baseline = "baseline_mutex_condvar_4producers",
      .iterations = ITERS_4PRODUCERS,
-     .setup = wl_setup_4streams,
+     .arg = NPRODUCERS,
+     .setup = wl_setup,
      .run = wl_run_4producers,
      .teardown = wl_teardown},
     {.name = "baseline_mutex_condvar_4producers",
      .description = "naive queue: 4 producers, each with its own mutex+condvar queue and worker",
      .iterations = ITERS_4PRODUCERS,
-     .setup = base_setup_4queues,
+     .arg = NPRODUCERS,
+     .setup = base_setup,
      .run = base_run_4producers,
      .teardown = base_teardown},
     {.name = "baseline_mutex_condvar_4producers_1queue",
      .description = "naive queue: 4 producers sharing one mutex+condvar queue and one worker",
      .iterations = ITERS_4PRODUCERS,
-     .setup = base_setup_1queue,
+     .arg = 1,
+     .setup = base_setup,
      .run = base_run_4producers,
      .teardown = base_teardown},
 };

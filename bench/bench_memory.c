@@ -223,7 +223,12 @@ static void rr_pass_mm(rr_state *s, uint32_t count) {
     if (weft_mem_is_placed(&s->mem[j])) weft_mm_free(mm, &s->mem[j]);
 }
 
-static void rr_setup(void **state, wb_ctx *c, int layout, uint32_t window) {
+/* arg of a reserve+release benchmark: the layout, | WIDE for the window of 256. */
+#define WIDE 0x10
+
+static void rr_setup(void **state, wb_ctx *c) {
+  int layout = wb_arg(c) & ~WIDE;
+  uint32_t window = wb_arg(c) & WIDE ? RR_WIDE : RR_WINDOW;
   rr_build();
   rr_state *s = wb_calloc(1, sizeof(*s));
   s->layout = layout;
@@ -288,22 +293,6 @@ static void rr_teardown(void *state, wb_ctx *c) {
   free(s);
 }
 
-static void rr_setup_subslices(void **state, wb_ctx *c) {
-  rr_setup(state, c, L_SUBSLICES, RR_WINDOW);
-}
-static void rr_setup_adaptive(void **state, wb_ctx *c) {
-  rr_setup(state, c, L_ADAPTIVE, RR_WINDOW);
-}
-static void rr_setup_exclusive(void **state, wb_ctx *c) {
-  rr_setup(state, c, L_EXCLUSIVE, RR_WINDOW);
-}
-static void rr_setup_subslices_w256(void **state, wb_ctx *c) {
-  rr_setup(state, c, L_SUBSLICES, RR_WIDE);
-}
-static void rr_setup_adaptive_w256(void **state, wb_ctx *c) {
-  rr_setup(state, c, L_ADAPTIVE, RR_WIDE);
-}
-
 /* The baselines: the same passes on the baseline allocator. */
 typedef struct rrb_state {
   uint32_t window;
@@ -325,21 +314,14 @@ static void rrb_pass(rrb_state *s, uint32_t count) {
     }
 }
 
-static void rrb_setup_window(void **state, uint32_t window) {
+/* arg: WIDE for the window of 256. */
+static void rrb_setup(void **state, wb_ctx *c) {
   rr_build();
   rrb_state *s = wb_calloc(1, sizeof(*s));
-  s->window = window;
+  s->window = wb_arg(c) & WIDE ? RR_WIDE : RR_WINDOW;
+  if (s->window == RR_WINDOW) note_baseline_allocator(c);
   rrb_pass(s, RR_PASS); /* the same warm-up as the managers' first pass */
   *state = s;
-}
-
-static void rrb_setup(void **state, wb_ctx *c) {
-  note_baseline_allocator(c);
-  rrb_setup_window(state, RR_WINDOW);
-}
-static void rrb_setup_w256(void **state, wb_ctx *c) {
-  (void)c;
-  rrb_setup_window(state, RR_WIDE);
 }
 
 static uint64_t rrb_run(void *state, uint64_t n, wb_ctx *c) {
@@ -564,13 +546,14 @@ static void tr_pass_mm(tr_state *s, bool peaks) {
   }
 }
 
-static void tr_setup(void **state, wb_ctx *c, int layout) {
+/* arg: the layout. */
+static void tr_setup(void **state, wb_ctx *c) {
   tr_build();
   tr_state *s = wb_calloc(1, sizeof(*s));
   s->name = wb_name(c);
   s->mem = wb_calloc(tr_nalloc, sizeof(weft_mem));
   env_open_storage(&s->env);
-  env_open_mm(&s->env, layout);
+  env_open_mm(&s->env, wb_arg(c));
   tr_pass_mm(s, true); /* cold: a fresh manager, peaks polled */
   check_valid(&s->env, "weft_mm_validate after the cold trace");
   wb_report(c, K_ALLOCATIONS, tr_nalloc);
@@ -602,19 +585,6 @@ static void tr_teardown(void *state, wb_ctx *c) {
   env_close(&s->env);
   free(s->mem);
   free(s);
-}
-
-static void tr_setup_subslices(void **state, wb_ctx *c) {
-  tr_setup(state, c, L_SUBSLICES);
-}
-static void tr_setup_exclusive(void **state, wb_ctx *c) {
-  tr_setup(state, c, L_EXCLUSIVE);
-}
-static void tr_setup_adaptive(void **state, wb_ctx *c) {
-  tr_setup(state, c, L_ADAPTIVE);
-}
-static void tr_setup_custom(void **state, wb_ctx *c) {
-  tr_setup(state, c, L_CUSTOM);
 }
 
 /* The baseline: the same trace on the baseline allocator. */
@@ -774,25 +744,17 @@ typedef struct rl_state {
   uint32_t cap;
 } rl_state;
 
-static void rl_setup(void **state, int variant) {
+/* arg: RL_WARM or RL_FRESH. */
+static void rl_setup(void **state, wb_ctx *c) {
   rl_state *s = wb_calloc(1, sizeof(*s));
-  s->variant = variant;
+  s->variant = wb_arg(c);
   env_open_storage(&s->env);
-  if (variant == RL_WARM) {
+  if (s->variant == RL_WARM) {
     /* The storage keeps &s->env.alloc: point it at the recycler. */
     s->rc.inner = s->env.alloc;
     s->env.alloc = (weft_allocator){.self = &s->rc, .alloc = rc_alloc, .free = rc_free};
   }
   *state = s;
-}
-
-static void rl_setup_warm(void **state, wb_ctx *c) {
-  (void)c;
-  rl_setup(state, RL_WARM);
-}
-static void rl_setup_fresh(void **state, wb_ctx *c) {
-  (void)c;
-  rl_setup(state, RL_FRESH);
 }
 
 static unsigned char rl_byte(uint32_t i, uint64_t at) {
@@ -903,15 +865,10 @@ typedef struct mc_state {
   uint64_t bytes;
 } mc_state;
 
-static void mc_setup_warm(void **state, wb_ctx *c) {
-  (void)c;
-  *state = wb_calloc(1, sizeof(mc_state));
-}
-
-static void mc_setup_fresh(void **state, wb_ctx *c) {
-  (void)c;
+/* arg: RL_FRESH for a destination mmap'd anew each run. */
+static void mc_setup(void **state, wb_ctx *c) {
   mc_state *s = wb_calloc(1, sizeof(mc_state));
-  s->fresh = true;
+  s->fresh = wb_arg(c) == RL_FRESH;
   *state = s;
 }
 
@@ -975,8 +932,9 @@ typedef struct cl_state {
   uint32_t nlive;
 } cl_state;
 
-static void cl_setup(void **state, wb_ctx *c, uint32_t nlive) {
-  (void)c;
+/* arg: the live buffers. */
+static void cl_setup(void **state, wb_ctx *c) {
+  uint32_t nlive = (uint32_t)wb_arg(c);
   cl_state *s = wb_calloc(1, sizeof(*s));
   weft_device_options o;
   weft_device_options_init(&o);
@@ -988,14 +946,6 @@ static void cl_setup(void **state, wb_ctx *c, uint32_t nlive) {
     wb_check(weft_buffer_create(s->dev, 0, CL_SIZE, &s->live[i]), "weft_buffer_create (live)");
   wb_check(weft_sync(s->dev, 0), "weft_sync (setup)");
   *state = s;
-}
-
-static void cl_setup_1k(void **state, wb_ctx *c) {
-  cl_setup(state, c, 1000);
-}
-
-static void cl_setup_200k(void **state, wb_ctx *c) {
-  cl_setup(state, c, 200000);
 }
 
 static uint64_t cl_run(void *state, uint64_t n, wb_ctx *c) {
@@ -1031,7 +981,8 @@ static const wb_bench benches[] = {
      .description = "weft_buffer_create + weft_buffer_release of a 256 B buffer on a host device "
                     "holding 1000 live buffers (run ends with weft_sync)",
      .iterations = CL_ITERS,
-     .setup = cl_setup_1k,
+     .arg = 1000,
+     .setup = cl_setup,
      .run = cl_run,
      .teardown = cl_teardown},
     {.name = "mem_buffer_create_release_200k",
@@ -1040,7 +991,8 @@ static const wb_bench benches[] = {
                     "1.5)",
      .baseline = "mem_buffer_create_release_1k",
      .iterations = CL_ITERS,
-     .setup = cl_setup_200k,
+     .arg = 200000,
+     .setup = cl_setup,
      .run = cl_run,
      .teardown = cl_teardown},
     {.name = "mem_reserve_release_subslices",
@@ -1050,7 +1002,8 @@ static const wb_bench benches[] = {
                     "window of 32 live allocations",
      .baseline = "mem_mallocx_dallocx",
      .iterations = RR_ITERS,
-     .setup = rr_setup_subslices,
+     .arg = L_SUBSLICES,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_reserve_release_adaptive",
@@ -1059,7 +1012,8 @@ static const wb_bench benches[] = {
      .description = "as mem_reserve_release_subslices, ADAPTIVE layout",
      .baseline = "mem_mallocx_dallocx",
      .iterations = RR_ITERS,
-     .setup = rr_setup_adaptive,
+     .arg = L_ADAPTIVE,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_reserve_release_exclusive_pages",
@@ -1067,7 +1021,8 @@ static const wb_bench benches[] = {
      .description = "as mem_reserve_release_subslices, EXCLUSIVE_PAGES layout",
      .baseline = "mem_mallocx_dallocx",
      .iterations = RR_ITERS,
-     .setup = rr_setup_exclusive,
+     .arg = L_EXCLUSIVE,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_mallocx_dallocx",
@@ -1083,7 +1038,8 @@ static const wb_bench benches[] = {
      .description = "as mem_reserve_release_subslices, a window of 256 live allocations",
      .baseline = "mem_mallocx_dallocx_w256",
      .iterations = RR_ITERS,
-     .setup = rr_setup_subslices_w256,
+     .arg = L_SUBSLICES | WIDE,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_reserve_release_adaptive_w256",
@@ -1091,14 +1047,16 @@ static const wb_bench benches[] = {
      .description = "as mem_reserve_release_adaptive, a window of 256 live allocations",
      .baseline = "mem_mallocx_dallocx_w256",
      .iterations = RR_ITERS,
-     .setup = rr_setup_adaptive_w256,
+     .arg = L_ADAPTIVE | WIDE,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_mallocx_dallocx_w256",
      .group = &storage_group,
      .description = "baseline: as mem_mallocx_dallocx, a window of 256 live allocations",
      .iterations = RR_ITERS,
-     .setup = rrb_setup_w256,
+     .arg = WIDE,
+     .setup = rrb_setup,
      .run = rrb_run,
      .teardown = rrb_teardown},
     {.name = "mem_trace_subslices",
@@ -1107,7 +1065,8 @@ static const wb_bench benches[] = {
                     "SUBSLICES, warm; peaks in the memory trace table",
      .baseline = "mem_trace_mallocx",
      .iterations = TR_ITERS,
-     .setup = tr_setup_subslices,
+     .arg = L_SUBSLICES,
+     .setup = tr_setup,
      .run = tr_run,
      .teardown = tr_teardown},
     {.name = "mem_trace_exclusive_pages",
@@ -1115,7 +1074,8 @@ static const wb_bench benches[] = {
      .description = "as mem_trace_subslices, EXCLUSIVE_PAGES layout",
      .baseline = "mem_trace_mallocx",
      .iterations = TR_ITERS,
-     .setup = tr_setup_exclusive,
+     .arg = L_EXCLUSIVE,
+     .setup = tr_setup,
      .run = tr_run,
      .teardown = tr_teardown},
     {.name = "mem_trace_adaptive",
@@ -1123,7 +1083,8 @@ static const wb_bench benches[] = {
      .description = "as mem_trace_subslices, ADAPTIVE layout",
      .baseline = "mem_trace_mallocx",
      .iterations = TR_ITERS,
-     .setup = tr_setup_adaptive,
+     .arg = L_ADAPTIVE,
+     .setup = tr_setup,
      .run = tr_run,
      .teardown = tr_teardown},
     {.name = "mem_trace_custom",
@@ -1132,7 +1093,8 @@ static const wb_bench benches[] = {
                     "exclusive pages beyond)",
      .baseline = "mem_trace_mallocx",
      .iterations = TR_ITERS,
-     .setup = tr_setup_custom,
+     .arg = L_CUSTOM,
+     .setup = tr_setup,
      .run = tr_run,
      .teardown = tr_teardown},
     {.name = "mem_trace_mallocx",
@@ -1149,14 +1111,16 @@ static const wb_bench benches[] = {
                     "recycled (faulted in); one op = 1 MiB moved (ops/s = MiB/s)",
      .baseline = "mem_memcpy",
      .iterations = RL_ITERS,
-     .setup = rl_setup_warm,
+     .arg = RL_WARM,
+     .setup = rl_setup,
      .run = rl_run,
      .teardown = rl_teardown},
     {.name = "mem_memcpy",
      .group = &reloc_group,
      .description = "baseline: memcpy between two malloc'd, pre-faulted buffers; one op = 1 MiB",
      .iterations = RL_ITERS,
-     .setup = mc_setup_warm,
+     .arg = RL_WARM,
+     .setup = mc_setup,
      .run = mc_run,
      .teardown = mc_teardown},
     {.name = "mem_relocation_fresh_pages",
@@ -1165,14 +1129,16 @@ static const wb_bench benches[] = {
                     "fresh: a page fault per 4 KiB)",
      .baseline = "mem_memcpy_fresh_pages",
      .iterations = RL_ITERS,
-     .setup = rl_setup_fresh,
+     .arg = RL_FRESH,
+     .setup = rl_setup,
      .run = rl_run,
      .teardown = rl_teardown},
     {.name = "mem_memcpy_fresh_pages",
      .group = &reloc_group,
      .description = "baseline: memcpy into a buffer mmap'd anew each run; one op = 1 MiB",
      .iterations = RL_ITERS,
-     .setup = mc_setup_fresh,
+     .arg = RL_FRESH,
+     .setup = mc_setup,
      .run = mc_run,
      .teardown = mc_teardown},
 };

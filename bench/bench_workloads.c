@@ -199,15 +199,17 @@ static uint64_t read_u64(ws *s, uint32_t i, weft_stream_id stream) {
   return v;
 }
 
-static ws *ws_open(wb_ctx *c, bool combining, const char *kname, weft_host_kernel_fn fn,
-                   uint32_t nbufs) {
+/* arg of a weft workload: COMBINING for the combining scheduler; W4: | its producers. */
+#define COMBINING 0x10
+
+static ws *ws_open(wb_ctx *c, const char *kname, weft_host_kernel_fn fn, uint32_t nbufs) {
   ws *s = wb_calloc(1, sizeof(*s));
   s->c = c;
   weft_device_options o;
   weft_device_options_init(&o);
   o.backend = WEFT_BACKEND_HOST;
   if (o.max_streams < NSTREAMS) o.max_streams = NSTREAMS;
-  o.scheduler = combining ? WEFT_SCHEDULER_COMBINING : WEFT_SCHEDULER_THREAD;
+  o.scheduler = wb_arg(c) & COMBINING ? WEFT_SCHEDULER_COMBINING : WEFT_SCHEDULER_THREAD;
   wb_check(weft_device_open(&o, &s->dev), "weft_device_open");
   wb_check(weft_kernel_host(s->dev, kname, fn, NULL, &s->kernel), "weft_kernel_host");
   s->nbufs = nbufs;
@@ -266,22 +268,14 @@ static void chain_check(ws *s) {
     wb_fatal("sched_w1_chain: the chain holds %" PRIu64 " after %" PRIu64 " launches", v, k);
 }
 
-static void chain_open(void **state, wb_ctx *c, bool combining) {
-  ws *s = ws_open(c, combining, "wb_chain", chain_kernel, 2);
+static void chain_setup(void **state, wb_ctx *c) {
+  ws *s = ws_open(c, "wb_chain", chain_kernel, 2);
   for (int i = 0; i < 16; i++) chain_launch(s);
   ws_sync_streams(s, 1);
   s->launched = 16;
   chain_check(s);
   s->last = stats_of(s->dev);
   *state = s;
-}
-
-static void chain_setup(void **state, wb_ctx *c) {
-  chain_open(state, c, false);
-}
-
-static void chain_setup_c(void **state, wb_ctx *c) {
-  chain_open(state, c, true);
 }
 
 static uint64_t chain_run(void *state, uint64_t n, wb_ctx *c) {
@@ -314,8 +308,8 @@ static void indep_check(ws *s, uint32_t nstreams) {
   }
 }
 
-static ws *indep_open(wb_ctx *c, bool combining, uint32_t nstreams) {
-  ws *s = ws_open(c, combining, "wb_indep", indep_kernel, nstreams);
+static ws *indep_open(wb_ctx *c, uint32_t nstreams) {
+  ws *s = ws_open(c, "wb_indep", indep_kernel, nstreams);
   for (uint32_t k = 0; k < nstreams; k++)
     for (int i = 0; i < 4; i++) {
       indep_launch(s, k);
@@ -329,11 +323,7 @@ static ws *indep_open(wb_ctx *c, bool combining, uint32_t nstreams) {
 }
 
 static void indep_setup(void **state, wb_ctx *c) {
-  *state = indep_open(c, false, NSTREAMS);
-}
-
-static void indep_setup_c(void **state, wb_ctx *c) {
-  *state = indep_open(c, true, NSTREAMS);
+  *state = indep_open(c, NSTREAMS);
 }
 
 static uint64_t indep_run(void *state, uint64_t n, wb_ctx *c) {
@@ -378,8 +368,8 @@ static void fan_check(ws *s) {
     }
 }
 
-static void fan_open(void **state, wb_ctx *c, bool combining) {
-  ws *s = ws_open(c, combining, "wb_fan", fan_kernel, 2u * FAN_WIDTH);
+static void fan_setup(void **state, wb_ctx *c) {
+  ws *s = ws_open(c, "wb_fan", fan_kernel, 2u * FAN_WIDTH);
   fan_model_init(s->fan_model);
   for (uint32_t set = 0; set < 2; set++)
     for (uint32_t j = 0; j < FAN_WIDTH; j++)
@@ -393,14 +383,6 @@ static void fan_open(void **state, wb_ctx *c, bool combining) {
   fan_check(s);
   s->last = stats_of(s->dev);
   *state = s;
-}
-
-static void fan_setup(void **state, wb_ctx *c) {
-  fan_open(state, c, false);
-}
-
-static void fan_setup_c(void **state, wb_ctx *c) {
-  fan_open(state, c, true);
 }
 
 static uint64_t fan_run(void *state, uint64_t n, wb_ctx *c) {
@@ -433,26 +415,11 @@ static void submit_producer(void *state, unsigned idx, uint64_t count) {
   s->expect[idx] += count;
 }
 
-static void submit_open(void **state, wb_ctx *c, bool combining, unsigned nproducers) {
-  ws *s = indep_open(c, combining, nproducers);
+static void submit_setup(void **state, wb_ctx *c) {
+  unsigned nproducers = (unsigned)wb_arg(c) & 0xfu;
+  ws *s = indep_open(c, nproducers);
   s->nproducers = nproducers;
   *state = s;
-}
-
-static void submit_setup_1(void **state, wb_ctx *c) {
-  submit_open(state, c, false, 1);
-}
-
-static void submit_setup_2(void **state, wb_ctx *c) {
-  submit_open(state, c, false, 2);
-}
-
-static void submit_setup_4(void **state, wb_ctx *c) {
-  submit_open(state, c, false, 4);
-}
-
-static void submit_setup_1c(void **state, wb_ctx *c) {
-  submit_open(state, c, true, 1);
 }
 
 /* ns per call = time all producers spent inside weft_launch / calls. */
@@ -486,7 +453,9 @@ typedef struct bs {
   uint64_t thread_ns[NSTREAMS];
 } bs;
 
-static bs *bs_open(wb_ctx *c, unsigned nqueues) {
+/* arg of a baseline: its queues (one worker each). */
+static bs *bs_open(wb_ctx *c) {
+  unsigned nqueues = (unsigned)wb_arg(c);
   bs *s = wb_calloc(1, sizeof(*s));
   s->c = c;
   s->nqueues = nqueues;
@@ -515,7 +484,7 @@ static void bs_teardown(void *state, wb_ctx *c) {
 
 /* W1: task k reads mem[0][k % 2] and writes mem[0][(k + 1) % 2], one queue. */
 static void bchain_setup(void **state, wb_ctx *c) {
-  bs *s = bs_open(c, 1);
+  bs *s = bs_open(c);
   for (int k = 0; k < 2; k++)
     s->args[0][k] = (task_args){.a = &s->mem[0][k], .out = &s->mem[0][(k + 1) % 2]};
   *state = s;
@@ -544,7 +513,7 @@ static void bindep_check(bs *s) {
 
 /* W2: one producer, round-robin over 4 queues (one worker each), own counter per queue. */
 static void bindep_setup(void **state, wb_ctx *c) {
-  *state = bs_open(c, NSTREAMS);
+  *state = bs_open(c);
 }
 
 static uint64_t bindep_run(void *state, uint64_t n, wb_ctx *c) {
@@ -566,7 +535,7 @@ static uint64_t bindep_run(void *state, uint64_t n, wb_ctx *c) {
 /* W3: 4 queues; task j of layer L on queue (j + 2L) % 4, as weft's streams; the naive
  * executor cannot order across queues, so it syncs every queue between layers. */
 static void bfan_setup(void **state, wb_ctx *c) {
-  bs *s = bs_open(c, NSTREAMS);
+  bs *s = bs_open(c);
   fan_model_init(s->fan_model);
   memcpy(s->mem, s->fan_model, sizeof(s->mem));
   for (uint32_t set = 0; set < 2; set++)
@@ -613,16 +582,8 @@ static void bsubmit_producer(void *state, unsigned idx, uint64_t count) {
   s->expect[idx] += count;
 }
 
-static void bsubmit_setup_1(void **state, wb_ctx *c) {
-  *state = bs_open(c, 1);
-}
-
-static void bsubmit_setup_2(void **state, wb_ctx *c) {
-  *state = bs_open(c, 2);
-}
-
-static void bsubmit_setup_4(void **state, wb_ctx *c) {
-  *state = bs_open(c, 4);
+static void bsubmit_setup(void **state, wb_ctx *c) {
+  *state = bs_open(c);
 }
 
 static uint64_t bsubmit_run(void *state, uint64_t n, wb_ctx *c) {
@@ -652,6 +613,7 @@ static const wb_bench benches[] = {
     {.name = "baseline_w1_chain",
      .description = "naive queue: W1's chain as tasks on one mutex+condvar queue and worker",
      .iterations = ITERS_CHAIN,
+     .arg = 1,
      .setup = bchain_setup,
      .run = bchain_run,
      .teardown = bs_teardown},
@@ -668,6 +630,7 @@ static const wb_bench benches[] = {
     {.name = "baseline_w2_independent",
      .description = "naive queue: W2's tasks round-robin over 4 queues, one worker each",
      .iterations = ITERS_INDEPENDENT,
+     .arg = NSTREAMS,
      .setup = bindep_setup,
      .run = bindep_run,
      .teardown = bs_teardown},
@@ -685,6 +648,7 @@ static const wb_bench benches[] = {
      .description = "naive queue: W3's tasks on 4 queues (one worker each), every queue synced "
                     "between layers",
      .iterations = ITERS_FAN,
+     .arg = NSTREAMS,
      .setup = bfan_setup,
      .run = bfan_run,
      .teardown = bs_teardown},
@@ -695,13 +659,15 @@ static const wb_bench benches[] = {
                     "its own stream",
      .baseline = "baseline_w4_submit_1producer",
      .iterations = ITERS_SUBMIT,
-     .setup = submit_setup_1,
+     .arg = 1,
+     .setup = submit_setup,
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_1producer",
      .description = "naive queue: ns inside bq_submit, 1 producer on its own queue",
      .iterations = ITERS_SUBMIT,
-     .setup = bsubmit_setup_1,
+     .arg = 1,
+     .setup = bsubmit_setup,
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w4_submit_2producers",
@@ -709,13 +675,15 @@ static const wb_bench benches[] = {
      .description = "W4: ns inside weft_launch, 2 client threads, each on its own stream",
      .baseline = "baseline_w4_submit_2producers",
      .iterations = ITERS_SUBMIT,
-     .setup = submit_setup_2,
+     .arg = 2,
+     .setup = submit_setup,
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_2producers",
      .description = "naive queue: ns inside bq_submit, 2 producers, each on its own queue",
      .iterations = ITERS_SUBMIT,
-     .setup = bsubmit_setup_2,
+     .arg = 2,
+     .setup = bsubmit_setup,
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w4_submit_4producers",
@@ -723,13 +691,15 @@ static const wb_bench benches[] = {
      .description = "W4: ns inside weft_launch, 4 client threads, each on its own stream",
      .baseline = "baseline_w4_submit_4producers",
      .iterations = ITERS_SUBMIT,
-     .setup = submit_setup_4,
+     .arg = 4,
+     .setup = submit_setup,
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_4producers",
      .description = "naive queue: ns inside bq_submit, 4 producers, each on its own queue",
      .iterations = ITERS_SUBMIT,
-     .setup = bsubmit_setup_4,
+     .arg = 4,
+     .setup = bsubmit_setup,
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w1_chain_combining",
@@ -738,7 +708,8 @@ static const wb_bench benches[] = {
      .description = "W1 with the combining scheduler (the client schedules its own launches)",
      .baseline = "baseline_w1_chain",
      .iterations = ITERS_CHAIN,
-     .setup = chain_setup_c,
+     .arg = COMBINING,
+     .setup = chain_setup,
      .run = chain_run,
      .teardown = ws_teardown},
     {.name = "sched_w2_independent_combining",
@@ -747,7 +718,8 @@ static const wb_bench benches[] = {
      .description = "W2 with the combining scheduler",
      .baseline = "baseline_w2_independent",
      .iterations = ITERS_INDEPENDENT,
-     .setup = indep_setup_c,
+     .arg = COMBINING,
+     .setup = indep_setup,
      .run = indep_run,
      .teardown = ws_teardown},
     {.name = "sched_w3_fan_combining",
@@ -756,7 +728,8 @@ static const wb_bench benches[] = {
      .description = "W3 with the combining scheduler",
      .baseline = "baseline_w3_fan",
      .iterations = ITERS_FAN,
-     .setup = fan_setup_c,
+     .arg = COMBINING,
+     .setup = fan_setup,
      .run = fan_run,
      .teardown = ws_teardown},
     {.name = "sched_w4_submit_1producer_combining",
@@ -766,7 +739,8 @@ static const wb_bench benches[] = {
                     "scheduling",
      .baseline = "baseline_w4_submit_1producer",
      .iterations = ITERS_SUBMIT,
-     .setup = submit_setup_1c,
+     .arg = 1 | COMBINING,
+     .setup = submit_setup,
      .run = submit_run,
      .teardown = ws_teardown},
 };

@@ -295,6 +295,10 @@ const char *wb_name(const wb_ctx *c) {
   return c->bench->name;
 }
 
+int wb_arg(const wb_ctx *c) {
+  return c->bench->arg;
+}
+
 void wb_report(wb_ctx *c, unsigned counter, double value) {
   const wb_group *g = c->bench->group;
   if (counter >= ncounters(g))
@@ -795,14 +799,15 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-/* A number: integral values without decimals, "null" when not finite. */
+/* A number: integral values without decimals, small ones with six, "null"
+ * when not finite. */
 static void json_number(FILE *f, double v) {
   if (!isfinite(v))
     fputs("null", f);
   else if (v == floor(v) && fabs(v) < 1e15)
     fprintf(f, "%.0f", v);
   else
-    fprintf(f, "%.3f", v);
+    fprintf(f, fabs(v) < 1.0 ? "%.6f" : "%.3f", v);
 }
 
 static void json_key(FILE *f, const char *key, const char *suffix) {

@@ -84,6 +84,7 @@ typedef struct wb_bench {
    * unless --filter names it. */
   bool heavy;
   const wb_group *group; /* where its counters and notes are shown, or NULL */
+  int arg;               /* for the benchmark's own use (wb_arg): e.g. which variant it is */
   /* Prepares the benchmark's state (*state may be left NULL). */
   void (*setup)(void **state, wb_ctx *c);
   /* Performs |iterations| operations; returns the nanoseconds they took. */
@@ -96,8 +97,9 @@ typedef struct wb_bench {
  * A duplicate name exits with status 1. */
 void wb_register(const wb_bench *b);
 
-/* The benchmark's name (for messages). */
+/* The benchmark's name (for messages) and its arg. */
 const char *wb_name(const wb_ctx *c);
+int wb_arg(const wb_ctx *c);
 
 /* Reports |value| for counter |counter| (an index into the group's
  * counters). Exits with status 1 when the benchmark has no such counter. */
