@@ -22,10 +22,10 @@
  *
  * Every run checks what the kernels computed (blocking reads after the
  * timed part) against a host model of the same arithmetic, on both sides.
- * One operation = one launch (one baseline task). The "sched_workloads"
- * report section gives the cross-stream waits issued and elided and the
- * back-pressure waits (weft_device_stats_get deltas over the runs) and every
- * workload against its target (informational). */
+ * One operation = one launch (one baseline task). The weft workloads report
+ * the cross-stream waits issued and elided and the back-pressure waits
+ * (weft_device_stats_get deltas over the runs) to the "sched_workloads"
+ * group, and carry their targets (target_ns, informational). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
