@@ -102,7 +102,9 @@ const char *wb_name(const wb_ctx *c);
 int wb_arg(const wb_ctx *c);
 
 /* Reports |value| for counter |counter| (an index into the group's
- * counters). Exits with status 1 when the benchmark has no such counter. */
+ * counters). Exits with status 1 when the benchmark has no such counter.
+ * Like wb_note and wb_warn, call it from the thread that runs setup, run or
+ * teardown (not from wb_run_threads' bodies): the harness does not lock. */
 void wb_report(wb_ctx *c, unsigned counter, double value);
 
 /* A line of text shown with the benchmark's group (its notes come first,
