@@ -26,11 +26,11 @@
  *
  * One run submits every operation, then waits (weft_sync / stream sync) and
  * checks the results it can (the fan's last outputs, the chain's y); the
- * checks are outside the timed part. The report section "cuda" prints the
- * device, and for each weft benchmark the device statistics per launch
- * (cross-stream waits issued / elided, GPU event waits, waits found complete
- * on the host, events created, completion marks), counted from the end of
- * its setup over every run (warm-up included).
+ * checks are outside the timed part. The "cuda" group notes the driver and
+ * the device, and gives for each weft benchmark the device statistics per
+ * launch (cross-stream waits issued / elided, GPU event waits, waits found
+ * complete on the host, events created, completion marks), counted from the
+ * end of its setup over every run (warm-up included).
  *
  * Without a usable CUDA device (no driver, the toolkit stub, no GPU, or a
  * weft whose device refuses the CUDA backend) every cuda_* benchmark is
@@ -38,6 +38,7 @@
  * prints "skipped" and no ratio, and the program does not fail. */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,8 +49,6 @@
 #include "streams/cuda/driver.h"
 #include "streams/cuda/stream_cuda.h"
 #endif
-
-void wb_register_cuda(void); /* called by bench/main.c */
 
 #define FAN_CONSUMERS 3u
 #define FAN_STREAMS   (FAN_CONSUMERS + 1u)
@@ -111,9 +110,9 @@ static void cuda_probe_device_name(void) {
 }
 
 /* Whether the cuda_* benchmarks run: a weft device with the CUDA backend
- * opens (and, built with CUDA, the raw loader loaded). Prints the reason once
- * when they do not. */
-static bool cuda_available(void) {
+ * opens (and, built with CUDA, the raw loader loaded). The first call notes
+ * the driver and device, and why not when they do not run. */
+static bool cuda_available(wb_ctx *c) {
   if (avail.probed) return avail.ok;
   avail.probed = true;
   const char *path = getenv("WEFT_CUDA_DRIVER");
@@ -145,25 +144,38 @@ static bool cuda_available(void) {
              "weft-bench was built without cuda.h: no raw-driver baselines");
 #endif
   }
-  if (!avail.ok)
+  char version[32] = "";
+  if (avail.driver_version)
+    snprintf(version, sizeof(version), " (version %d.%d)", avail.driver_version / 1000,
+             avail.driver_version % 1000 / 10);
+  wb_note(c, "cuda: driver %s%s, device 0: %s", avail.driver, version,
+          avail.device[0] ? avail.device : "unknown");
+  if (!avail.ok) {
     fprintf(stderr, "weft-bench: cuda_* benchmarks skipped (driver %s): %s\n", avail.driver,
             avail.why);
+    wb_note(c, "cuda: SKIPPED, no cuda_* benchmark ran (their rows read \"skipped\"): %s",
+            avail.why);
+  }
   return avail.ok;
 }
 
-/* ---- the report's counters ----------------------------------------------------------------- */
+/* ---- the device statistics ---------------------------------------------------------------- */
 
-enum { C_NOOP, C_FAN, C_REPLAY, C_EAGER, NCOUNTED };
-static const char *const counted_names[NCOUNTED] = {"cuda_launch_noop", "cuda_cross_stream_fan",
-                                                    "cuda_replay_chain", "cuda_eager_chain"};
+enum { K_LAUNCHES, K_CROSS, K_ELIDED, K_EVENT_WAITS, K_COMPLETE, K_CREATED, K_MARKS };
 
-typedef struct counters {
-  bool ran;
-  uint64_t launches; /* kernels issued after setup: launches, or replayed nodes */
-  uint64_t cross_stream_waits, waits_elided, gpu_event_waits, gpu_waits_complete,
-      gpu_events_created, gpu_marks;
-} counters;
-static counters counted[NCOUNTED];
+static const wb_group cuda_group = {
+    .title = "cuda: device statistics per launch (replays: per replayed node), from the end of "
+             "setup over every run",
+    .json_key = "cuda",
+    .legend = "the fan's naive baseline (cuda_raw_cross_stream_fan) issues 6 event waits per "
+              "round of 4 launches: 1.500 per launch",
+    .counters = {{"launches", WB_LAST, 0},
+                 {"cross_stream_waits", WB_LAST, 3},
+                 {"waits_elided", WB_LAST, 3},
+                 {"gpu_event_waits", WB_LAST, 3},
+                 {"gpu_waits_complete", WB_LAST, 3},
+                 {"gpu_events_created", WB_LAST, 3},
+                 {"gpu_marks", WB_LAST, 3}}};
 
 /* ---- weft ---------------------------------------------------------------------------------- */
 
@@ -250,13 +262,15 @@ static void w_buffer(ws *s, weft_stream_id stream, float value, weft_buffer *out
   wb_check(weft_buffer_write(s->dev, stream, *out, 0, v, sizeof(v)), "weft_buffer_write");
 }
 
-static void *w_open(wkind kind) {
-  ws *s = calloc(1, sizeof(*s));
-  if (!s) wb_fatal("out of memory");
+/* arg: the wkind. */
+static void w_setup(void **state, wb_ctx *c) {
+  wkind kind = (wkind)wb_arg(c);
+  ws *s = wb_calloc(1, sizeof(*s));
+  *state = s;
   s->kind = kind;
-  if (!cuda_available()) {
+  if (!cuda_available(c)) {
     s->skipped = true;
-    return s;
+    return;
   }
   weft_device_options o;
   weft_device_options_init(&o);
@@ -311,23 +325,10 @@ static void *w_open(wkind kind) {
     break;
   }
   wb_check(weft_device_stats_get(s->dev, &s->snap), "weft_device_stats_get");
-  return s;
 }
 
-static void w_setup_noop(void **st) {
-  *st = w_open(W_NOOP);
-}
-static void w_setup_fan(void **st) {
-  *st = w_open(W_FAN);
-}
-static void w_setup_replay(void **st) {
-  *st = w_open(W_REPLAY);
-}
-static void w_setup_eager(void **st) {
-  *st = w_open(W_EAGER);
-}
-
-static uint64_t w_run_noop(void *state, uint64_t n) {
+static uint64_t w_run_noop(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   ws *s = state;
   if (s->skipped) return 0;
   uint64_t t0 = wb_now_ns();
@@ -340,7 +341,8 @@ static uint64_t w_run_noop(void *state, uint64_t n) {
 }
 
 /* One operation = one launch; whole rounds of 4, the time scaled to |n|. */
-static uint64_t w_run_fan(void *state, uint64_t n) {
+static uint64_t w_run_fan(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   ws *s = state;
   if (s->skipped) return 0;
   uint64_t rounds = (n + FAN_STREAMS - 1) / FAN_STREAMS;
@@ -354,7 +356,8 @@ static uint64_t w_run_fan(void *state, uint64_t n) {
 }
 
 /* One operation = one node; whole steps of 64, the time scaled to |n|. */
-static uint64_t w_run_chain(void *state, uint64_t n) {
+static uint64_t w_run_chain(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   ws *s = state;
   if (s->skipped) return 0;
   uint64_t steps = (n + CHAIN_NODES - 1) / CHAIN_NODES;
@@ -372,12 +375,16 @@ static uint64_t w_run_chain(void *state, uint64_t n) {
   return (t1 - t0) * n / (steps * CHAIN_NODES);
 }
 
-static void w_teardown(void *state) {
+static double per(uint64_t v, uint64_t launches) {
+  return launches ? (double)v / (double)launches : 0.0;
+}
+
+static void w_teardown(void *state, wb_ctx *c) {
   ws *s = state;
   if (!s->skipped) {
     weft_device_stats st;
     wb_check(weft_device_stats_get(s->dev, &st), "weft_device_stats_get");
-    const char *name = counted_names[s->kind];
+    const char *name = wb_name(c);
     if (st.launches_failed || st.launches_skipped)
       wb_fatal("%s: %" PRIu64 " launches failed and %" PRIu64 " were skipped", name,
                st.launches_failed, st.launches_skipped);
@@ -386,17 +393,14 @@ static void w_teardown(void *state) {
                st.launches_run - s->snap.launches_run, s->launches);
     weft_status poisoned = weft_device_poisoned(s->dev);
     wb_check(poisoned, "the device is poisoned");
-    counters *c = &counted[s->kind];
-    *c = (counters){
-        .ran = true,
-        .launches = s->launches,
-        .cross_stream_waits = st.cross_stream_waits - s->snap.cross_stream_waits,
-        .waits_elided = st.waits_elided - s->snap.waits_elided,
-        .gpu_event_waits = st.gpu_event_waits - s->snap.gpu_event_waits,
-        .gpu_waits_complete = st.gpu_waits_complete - s->snap.gpu_waits_complete,
-        .gpu_events_created = st.gpu_events_created - s->snap.gpu_events_created,
-        .gpu_marks = st.gpu_marks - s->snap.gpu_marks,
-    };
+    uint64_t n = s->launches;
+    wb_report(c, K_LAUNCHES, (double)n);
+    wb_report(c, K_CROSS, per(st.cross_stream_waits - s->snap.cross_stream_waits, n));
+    wb_report(c, K_ELIDED, per(st.waits_elided - s->snap.waits_elided, n));
+    wb_report(c, K_EVENT_WAITS, per(st.gpu_event_waits - s->snap.gpu_event_waits, n));
+    wb_report(c, K_COMPLETE, per(st.gpu_waits_complete - s->snap.gpu_waits_complete, n));
+    wb_report(c, K_CREATED, per(st.gpu_events_created - s->snap.gpu_events_created, n));
+    wb_report(c, K_MARKS, per(st.gpu_marks - s->snap.gpu_marks, n));
     weft_capture_destroy(s->cap);
     weft_device_close(s->dev);
   }
@@ -482,13 +486,15 @@ static void r_sync(rs *s, uint32_t nstreams) {
 }
 #endif
 
-static void *r_open(rkind kind) {
-  rs *s = calloc(1, sizeof(*s));
-  if (!s) wb_fatal("out of memory");
+/* arg: the rkind. */
+static void r_setup(void **state, wb_ctx *c) {
+  rkind kind = (rkind)wb_arg(c);
+  rs *s = wb_calloc(1, sizeof(*s));
+  *state = s;
   s->kind = kind;
-  if (!cuda_available()) {
+  if (!cuda_available(c)) {
     s->skipped = true;
-    return s;
+    return;
   }
 #ifdef WEFT_HAVE_CUDA
   wb_check(weft_cuda_context_create(&raw_alloc, &raw_driver, 0, &s->ctx),
@@ -515,17 +521,10 @@ static void *r_open(rkind kind) {
     r_sync(s, 1);
   }
 #endif
-  return s;
 }
 
-static void r_setup_noop(void **st) {
-  *st = r_open(R_NOOP);
-}
-static void r_setup_fan(void **st) {
-  *st = r_open(R_FAN);
-}
-
-static uint64_t r_run_noop(void *state, uint64_t n) {
+static uint64_t r_run_noop(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   rs *s = state;
   if (s->skipped) return 0;
   uint64_t t0 = wb_now_ns();
@@ -540,7 +539,8 @@ static uint64_t r_run_noop(void *state, uint64_t n) {
   return wb_now_ns() - t0;
 }
 
-static uint64_t r_run_fan(void *state, uint64_t n) {
+static uint64_t r_run_fan(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   rs *s = state;
   if (s->skipped) return 0;
   uint64_t rounds = (n + FAN_STREAMS - 1) / FAN_STREAMS;
@@ -556,7 +556,8 @@ static uint64_t r_run_fan(void *state, uint64_t n) {
   return (t1 - t0) * n / (rounds * FAN_STREAMS);
 }
 
-static void r_teardown(void *state) {
+static void r_teardown(void *state, wb_ctx *c) {
+  (void)c;
   rs *s = state;
 #ifdef WEFT_HAVE_CUDA
   if (!s->skipped) {
@@ -576,105 +577,6 @@ static void r_teardown(void *state) {
   free(s);
 }
 
-/* ---- the report section -------------------------------------------------------------------- */
-
-static bool any_cuda_selected(void) {
-  return avail.probed;
-}
-
-static double per(uint64_t v, uint64_t launches) {
-  return launches ? (double)v / (double)launches : 0.0;
-}
-
-static bool print_cuda(FILE *f) {
-  if (!any_cuda_selected()) return true;
-  fprintf(f, "\ncuda: driver %s", avail.driver);
-  if (avail.driver_version)
-    fprintf(f, " (version %d.%d)", avail.driver_version / 1000, avail.driver_version % 1000 / 10);
-  fprintf(f, ", device 0: %s\n", avail.device[0] ? avail.device : "unknown");
-  if (!avail.ok) {
-    fprintf(f, "cuda: SKIPPED, no cuda_* benchmark ran (their rows read \"skipped\"): %s\n",
-            avail.why);
-    return true;
-  }
-  bool any = false;
-  for (int i = 0; i < NCOUNTED; i++) any |= counted[i].ran;
-  if (!any) return true;
-  fputs("cuda: device statistics per launch (replays: per replayed node), from the end of setup "
-        "over every run\n\n",
-        f);
-  static const char *head[] = {"benchmark",          "launches",        "cross_stream_waits",
-                               "waits_elided",       "gpu_event_waits", "gpu_waits_complete",
-                               "gpu_events_created", "gpu_marks"};
-  fprintf(f, "%-22s  %10s  %18s  %12s  %15s  %18s  %18s  %9s\n", head[0], head[1], head[2], head[3],
-          head[4], head[5], head[6], head[7]);
-  fprintf(f, "%.*s\n", 22 + 10 + 18 + 12 + 15 + 18 + 18 + 9 + 7 * 2,
-          "------------------------------------------------------------------------------------"
-          "------------------------------------------------------------------------------------");
-  for (int i = 0; i < NCOUNTED; i++) {
-    const counters *c = &counted[i];
-    if (!c->ran) continue;
-    fprintf(f, "%-22s  %10" PRIu64 "  %18.3f  %12.3f  %15.3f  %18.3f  %18.3f  %9.3f\n",
-            counted_names[i], c->launches, per(c->cross_stream_waits, c->launches),
-            per(c->waits_elided, c->launches), per(c->gpu_event_waits, c->launches),
-            per(c->gpu_waits_complete, c->launches), per(c->gpu_events_created, c->launches),
-            per(c->gpu_marks, c->launches));
-  }
-  uint64_t created = 0;
-  for (int i = 0; i < NCOUNTED; i++) created += counted[i].gpu_events_created;
-  fprintf(f,
-          "events created after setup, all benchmarks together: %" PRIu64
-          " (the pools grow with the depth of a burst, then stay flat)\n",
-          created);
-  if (counted[C_FAN].ran)
-    fputs("the fan's naive baseline (cuda_raw_cross_stream_fan) issues 6 event waits per round "
-          "of 4 launches: 1.500 per launch\n",
-          f);
-  return true;
-}
-
-static void json_counter(FILE *f, const char *key, uint64_t v, uint64_t launches) {
-  fprintf(f, ", ");
-  wb_json_string(f, key);
-  fprintf(f, ": {\"total\": %" PRIu64 ", \"per_launch\": ", v);
-  wb_json_number(f, per(v, launches));
-  fputc('}', f);
-}
-
-static void json_cuda(FILE *f) {
-  fputs("{\"selected\": ", f);
-  fputs(any_cuda_selected() ? "true" : "false", f);
-  fputs(", \"skipped\": ", f);
-  fputs(any_cuda_selected() && !avail.ok ? "true" : "false", f);
-  fputs(", \"reason\": ", f);
-  if (any_cuda_selected() && !avail.ok)
-    wb_json_string(f, avail.why);
-  else
-    fputs("null", f);
-  fputs(", \"driver\": ", f);
-  wb_json_string(f, avail.driver);
-  fprintf(f, ", \"driver_version\": %d, \"device\": ", avail.driver_version);
-  wb_json_string(f, avail.device);
-  fputs(", \"counters\": [", f);
-  bool first = true;
-  for (int i = 0; i < NCOUNTED; i++) {
-    const counters *c = &counted[i];
-    if (!c->ran) continue;
-    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
-    first = false;
-    wb_json_string(f, counted_names[i]);
-    fprintf(f, ", \"launches\": %" PRIu64, c->launches);
-    json_counter(f, "cross_stream_waits", c->cross_stream_waits, c->launches);
-    json_counter(f, "waits_elided", c->waits_elided, c->launches);
-    json_counter(f, "gpu_event_waits", c->gpu_event_waits, c->launches);
-    json_counter(f, "gpu_waits_complete", c->gpu_waits_complete, c->launches);
-    json_counter(f, "gpu_events_created", c->gpu_events_created, c->launches);
-    json_counter(f, "gpu_marks", c->gpu_marks, c->launches);
-    fputc('}', f);
-  }
-  fputs(first ? "]}" : "\n  ]}", f);
-}
-
 /* ---- registration -------------------------------------------------------------------------- */
 
 #define ITERS_NOOP  20000u
@@ -686,52 +588,60 @@ static const wb_bench benches[] = {
      .description = "weft, CUDA backend: weft_launch of weft_noop (grid/block 1, no bindings) on "
                     "one stream, then weft_sync; per launch",
      .baseline = "cuda_raw_launch_noop",
+     .group = &cuda_group,
      .iterations = ITERS_NOOP,
-     .setup = w_setup_noop,
+     .arg = W_NOOP,
+     .setup = w_setup,
      .run = w_run_noop,
      .teardown = w_teardown},
     {.name = "cuda_raw_launch_noop",
      .description = "driver: cuLaunchKernel of weft_noop on one CUstream, then "
                     "cuStreamSynchronize (weft's loader); per launch",
+     .group = &cuda_group,
      .iterations = ITERS_NOOP,
-     .setup = r_setup_noop,
+     .arg = R_NOOP,
+     .setup = r_setup,
      .run = r_run_noop,
      .teardown = r_teardown},
     {.name = "cuda_cross_stream_fan",
      .description = "weft, CUDA: fill on stream 0, vec_add reading it on streams 1..3, "
                     "repeated (the fill waits for the readers); per launch",
      .baseline = "cuda_raw_cross_stream_fan",
+     .group = &cuda_group,
      .iterations = ITERS_FAN,
-     .setup = w_setup_fan,
+     .arg = W_FAN,
+     .setup = w_setup,
      .run = w_run_fan,
      .teardown = w_teardown},
     {.name = "cuda_raw_cross_stream_fan",
      .description = "driver: the same fan on 4 CUstreams, an event record + wait for each "
                     "crossing (6 a round); per launch",
+     .group = &cuda_group,
      .iterations = ITERS_FAN,
-     .setup = r_setup_fan,
+     .arg = R_FAN,
+     .setup = r_setup,
      .run = r_run_fan,
      .teardown = r_teardown},
     {.name = "cuda_replay_chain",
      .description = "weft, CUDA: a 64-node fill + 63 axpy chain on one stream, captured and "
                     "replayed; per node",
      .baseline = "cuda_eager_chain",
+     .group = &cuda_group,
      .iterations = ITERS_CHAIN,
-     .setup = w_setup_replay,
+     .arg = W_REPLAY,
+     .setup = w_setup,
      .run = w_run_chain,
      .teardown = w_teardown},
     {.name = "cuda_eager_chain",
      .description = "weft, CUDA: the same 64 nodes as weft_launch calls; per node",
+     .group = &cuda_group,
      .iterations = ITERS_CHAIN,
-     .setup = w_setup_eager,
+     .arg = W_EAGER,
+     .setup = w_setup,
      .run = w_run_chain,
      .teardown = w_teardown},
 };
 
-static const wb_section section = {
-    .json_key = "cuda", .print_table = print_cuda, .print_json = json_cuda};
-
 void wb_register_cuda(void) {
   for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++) wb_register(&benches[i]);
-  wb_register_section(&section);
 }

@@ -13,13 +13,15 @@
  *                     warm host blocks
  *
  * Each run moves at least 16 MiB (one op from 16 MiB up). The harness runs a
- * benchmark and its baseline in the same round (A B A B ...); the "io"
- * section pairs the runs of each round and reports the median ratio of
- * bandwidths (weft / memcpy) with its min and max over the rounds, and, for
- * the largest size, the process's peak resident memory during a write and a
- * read over what was resident before it (VmHWM after clear_refs; n/a where
- * /proc does not allow it). */
+ * benchmark and its baseline in the same round (A B A B ...) and gives the
+ * ratio with the spread of the per-round ratios (a time ratio: the
+ * bandwidth ratio weft / memcpy is its inverse). The "io" group gives each
+ * benchmark's median GB/s and, for the largest size, the process's peak
+ * resident memory during a write and a read over what was resident before
+ * it (VmHWM after clear_refs; a note says n/a where /proc does not allow
+ * it). */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +30,7 @@
 #define KiB (UINT64_C(1) << 10)
 #define MiB (UINT64_C(1) << 20)
 
-enum { IO_SIZES = 8, IO_MAX_RUNS = 4096 };
+enum { IO_SIZES = 8 };
 static const uint64_t io_sizes[IO_SIZES] = {4 * KiB, 64 * KiB, 256 * KiB, 1 * MiB,
                                             4 * MiB, 16 * MiB, 64 * MiB,  512 * MiB};
 static const char *const io_names[IO_SIZES] = {"4k", "64k", "256k", "1m",
@@ -47,23 +49,22 @@ typedef struct io_size {
 } io_size;
 static io_size io_state[IO_SIZES];
 
-typedef struct io_run {
-  uint64_t ns, bytes;
-} io_run;
+enum { K_GBPS, K_PEAK_RSS, K_PEAK_EXTRA };
 
-typedef struct io_record {
-  io_run runs[IO_MAX_RUNS];
-  unsigned n;
-  bool ran;
-  int64_t
-      peak_extra; /* largest-size write/read: peak RSS over what was resident before (-1: n/a) */
-  int64_t peak_total;
-} io_record;
-static io_record io_records[NOPS][IO_SIZES];
+static const wb_group io_group = {
+    .title = "io: host writes and reads against memcpy (median bandwidth over the runs, warm-up "
+             "included; the table's ratio is a time ratio: bandwidth weft / memcpy = 1 / ratio)",
+    .json_key = "io",
+    .legend = "peak_rss_mib: the process's peak RSS during a 512 MiB write or read; "
+              "over_resident_mib: how far it rose over what was resident before (source and "
+              "buffer included there)",
+    .counters = {
+        {"gb_per_s", WB_MEDIAN, 2}, {"peak_rss_mib", WB_MAX, 1}, {"over_resident_mib", WB_MAX, 1}}};
 
 typedef struct io_bench_state {
   int op;
   int size;
+  bool peak_na; /* the peak RSS could not be measured */
 } io_bench_state;
 
 static uint64_t io_iterations(int size) {
@@ -133,18 +134,16 @@ static bool reset_peak(void) {
   return fclose(f) == 0 && ok;
 }
 
-static void io_setup(void **state, int op, int size) {
-  io_bench_state *b = xmalloc(sizeof(*b));
-  b->op = op;
-  b->size = size;
-  io_acquire(size);
-  io_records[op][size].ran = true;
-  io_records[op][size].peak_extra = -1;
-  io_records[op][size].peak_total = -1;
+/* arg: the op * IO_SIZES + the size's index. */
+static void io_setup(void **state, wb_ctx *c) {
+  io_bench_state *b = wb_calloc(1, sizeof(*b));
+  b->op = wb_arg(c) / IO_SIZES;
+  b->size = wb_arg(c) % IO_SIZES;
+  io_acquire(b->size);
   *state = b;
 }
 
-static uint64_t io_run_op(void *state, uint64_t iterations) {
+static uint64_t io_run_op(void *state, uint64_t iterations, wb_ctx *c) {
   io_bench_state *b = state;
   io_size *s = &io_state[b->size];
   uint64_t n = io_sizes[b->size];
@@ -170,21 +169,20 @@ static uint64_t io_run_op(void *state, uint64_t iterations) {
     break;
   }
   uint64_t ns = wb_now_ns() - t0;
-  io_record *r = &io_records[b->op][b->size];
-  if (before >= 0) {
-    int64_t hwm = status_kib("VmHWM");
-    if (hwm >= 0) {
-      int64_t extra = (hwm - before) * 1024;
-      if (extra > r->peak_extra) r->peak_extra = extra;
-      if (hwm * 1024 > r->peak_total) r->peak_total = hwm * 1024;
-    }
+  int64_t hwm = before >= 0 ? status_kib("VmHWM") : -1;
+  if (hwm >= 0) {
+    wb_report(c, K_PEAK_RSS, (double)hwm / 1024.0);
+    wb_report(c, K_PEAK_EXTRA, (double)(hwm - before) / 1024.0);
+  } else if (measure_peak) {
+    b->peak_na = true;
   }
-  if (r->n < IO_MAX_RUNS) r->runs[r->n++] = (io_run){ns, n * iterations};
+  wb_report(c, K_GBPS, ns ? (double)(n * iterations) / (double)ns : 0.0); /* bytes/ns = GB/s */
   return ns;
 }
 
-static void io_teardown(void *state) {
+static void io_teardown(void *state, wb_ctx *c) {
   io_bench_state *b = state;
+  if (b->peak_na) wb_note(c, "%s: peak RSS n/a (no /proc/self/clear_refs)", wb_name(c));
   if (b->op == OP_READ) { /* the reads returned what the first write put there */
     io_size *s = &io_state[b->size];
     if (memcmp(s->src, s->dst, (size_t)io_sizes[b->size]) != 0)
@@ -194,44 +192,30 @@ static void io_teardown(void *state) {
   free(b);
 }
 
-#define IO_SETUPS(i)                                                                               \
-  static void io_setup_w##i(void **s) {                                                            \
-    io_setup(s, OP_WRITE, i);                                                                      \
-  }                                                                                                \
-  static void io_setup_r##i(void **s) {                                                            \
-    io_setup(s, OP_READ, i);                                                                       \
-  }                                                                                                \
-  static void io_setup_m##i(void **s) {                                                            \
-    io_setup(s, OP_MEMCPY, i);                                                                     \
-  }
-IO_SETUPS(0)
-IO_SETUPS(1)
-IO_SETUPS(2)
-IO_SETUPS(3)
-IO_SETUPS(4)
-IO_SETUPS(5)
-IO_SETUPS(6)
-IO_SETUPS(7)
-
 #define IO_BENCHES(i, label, big)                                                                  \
   {.name = "io_write_" label,                                                                      \
    .description = "weft_buffer_write of " label "B into a warm buffer, weft_sync at the end",      \
    .baseline = "io_memcpy_" label,                                                                 \
    .heavy = big,                                                                                   \
-   .setup = io_setup_w##i,                                                                         \
+   .group = &io_group,                                                                             \
+   .arg = OP_WRITE * IO_SIZES + i,                                                                 \
+   .setup = io_setup,                                                                              \
    .run = io_run_op,                                                                               \
    .teardown = io_teardown},                                                                       \
       {.name = "io_read_" label,                                                                   \
        .description = "weft_buffer_read of " label "B into a warm host block",                     \
        .baseline = "io_memcpy_" label,                                                             \
        .heavy = big,                                                                               \
-       .setup = io_setup_r##i,                                                                     \
+       .group = &io_group,                                                                         \
+       .arg = OP_READ * IO_SIZES + i,                                                              \
+       .setup = io_setup,                                                                          \
        .run = io_run_op,                                                                           \
        .teardown = io_teardown},                                                                   \
   {                                                                                                \
     .name = "io_memcpy_" label,                                                                    \
     .description = "baseline: memcpy of " label "B between two warm host blocks", .heavy = big,    \
-    .setup = io_setup_m##i, .run = io_run_op, .teardown = io_teardown                              \
+    .group = &io_group, .arg = OP_MEMCPY * IO_SIZES + i, .setup = io_setup, .run = io_run_op,      \
+    .teardown = io_teardown                                                                        \
   }
 
 static wb_bench io_benches[] = {
@@ -240,123 +224,9 @@ static wb_bench io_benches[] = {
     IO_BENCHES(6, "64m", true), IO_BENCHES(7, "512m", true),
 };
 
-/* ---- the report section ------------------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double gbps(io_run r) {
-  return r.ns ? (double)r.bytes / (double)r.ns : 0.0; /* bytes/ns = GB/s */
-}
-
-typedef struct io_ratio {
-  unsigned n;
-  double median, min, max, weft_gbps, memcpy_gbps;
-} io_ratio;
-
-static double median_sorted(const double *v, unsigned n) {
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
-
-/* Pairs run k of |op| with run k of memcpy (the same round). */
-static io_ratio ratio_of(int op, int size) {
-  io_ratio q = {0};
-  const io_record *a = &io_records[op][size], *m = &io_records[OP_MEMCPY][size];
-  unsigned n = a->n < m->n ? a->n : m->n;
-  if (!n) return q;
-  double *r = xmalloc(sizeof(double) * n), *ga = xmalloc(sizeof(double) * n),
-         *gm = xmalloc(sizeof(double) * n);
-  for (unsigned k = 0; k < n; k++) {
-    ga[k] = gbps(a->runs[k]);
-    gm[k] = gbps(m->runs[k]);
-    r[k] = gm[k] > 0.0 ? ga[k] / gm[k] : 0.0;
-  }
-  qsort(r, n, sizeof(double), cmp_double);
-  qsort(ga, n, sizeof(double), cmp_double);
-  qsort(gm, n, sizeof(double), cmp_double);
-  q = (io_ratio){n,        median_sorted(r, n),  r[0],
-                 r[n - 1], median_sorted(ga, n), median_sorted(gm, n)};
-  free(r);
-  free(ga);
-  free(gm);
-  return q;
-}
-
-static void print_peak(FILE *f, const char *what, const io_record *r) {
-  if (!r->ran) return;
-  if (r->peak_extra < 0) {
-    fprintf(f, "%s: peak RSS n/a (no /proc/self/clear_refs)\n", what);
-    return;
-  }
-  fprintf(f,
-          "%s: peak RSS %.1f MiB, %.1f MiB over what was resident before (source and buffer "
-          "included there)\n",
-          what, (double)r->peak_total / (double)MiB, (double)r->peak_extra / (double)MiB);
-}
-
-static bool print_io(FILE *f) {
-  bool any = false;
-  for (int i = 0; i < IO_SIZES; i++) any |= io_records[OP_MEMCPY][i].ran;
-  if (!any) return true;
-  fputs("\nio: host writes and reads against memcpy (bandwidth ratio weft / memcpy, runs paired "
-        "by round, warm-up included)\n\n",
-        f);
-  fprintf(f, "%-6s  %-5s  %5s  %10s  %10s  %7s  %7s  %7s\n", "size", "op", "runs", "weft GB/s",
-          "memcpy GB/s", "ratio", "min", "max");
-  fprintf(f, "%.*s\n", 70,
-          "----------------------------------------------------------------------");
-  for (int i = 0; i < IO_SIZES; i++)
-    for (int op = OP_WRITE; op <= OP_READ; op++) {
-      if (!io_records[op][i].ran) continue;
-      io_ratio q = ratio_of(op, i);
-      fprintf(f, "%-6s  %-5s  %5u  %10.2f  %10.2f  %7.3f  %7.3f  %7.3f\n", io_names[i],
-              op == OP_WRITE ? "write" : "read", q.n, q.weft_gbps, q.memcpy_gbps, q.median, q.min,
-              q.max);
-    }
-  print_peak(f, "io_write_512m", &io_records[OP_WRITE][IO_SIZES - 1]);
-  print_peak(f, "io_read_512m", &io_records[OP_READ][IO_SIZES - 1]);
-  return true;
-}
-
-static void json_io(FILE *f) {
-  fputc('[', f);
-  bool first = true;
-  for (int i = 0; i < IO_SIZES; i++)
-    for (int op = OP_WRITE; op <= OP_READ; op++) {
-      const io_record *r = &io_records[op][i];
-      if (!r->ran) continue;
-      io_ratio q = ratio_of(op, i);
-      fputs(first ? "\n    {\"size\": " : ",\n    {\"size\": ", f);
-      first = false;
-      fprintf(f, "%" PRIu64 ", \"op\": ", io_sizes[i]);
-      wb_json_string(f, op == OP_WRITE ? "write" : "read");
-      fprintf(f, ", \"runs\": %u, \"weft_gb_per_s\": ", q.n);
-      wb_json_number(f, q.weft_gbps);
-      fputs(", \"memcpy_gb_per_s\": ", f);
-      wb_json_number(f, q.memcpy_gbps);
-      fputs(", \"ratio_median\": ", f);
-      wb_json_number(f, q.median);
-      fputs(", \"ratio_min\": ", f);
-      wb_json_number(f, q.min);
-      fputs(", \"ratio_max\": ", f);
-      wb_json_number(f, q.max);
-      if (r->peak_extra >= 0)
-        fprintf(f, ", \"peak_rss_bytes\": %" PRId64 ", \"peak_rss_over_resident_bytes\": %" PRId64,
-                r->peak_total, r->peak_extra);
-      fputc('}', f);
-    }
-  fputs(first ? "]" : "\n  ]", f);
-}
-
-static const wb_section io_section = {
-    .json_key = "io", .print_table = print_io, .print_json = json_io};
-
 void wb_register_io(void) {
   for (size_t i = 0; i < sizeof(io_benches) / sizeof(io_benches[0]); i++) {
     io_benches[i].iterations = io_iterations((int)(i / NOPS));
     wb_register(&io_benches[i]);
   }
-  wb_register_section(&io_section);
 }

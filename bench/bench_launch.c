@@ -50,11 +50,15 @@ static void launch_one(wl_state *s, weft_stream_id stream) {
            "weft_launch");
 }
 
+/* arg: the streams to warm up, | WITH_BINDING for a READ_WRITE binding per launch. */
+#define WITH_BINDING 0x100
+
 /* A device with default options (max_streams 4 at least: the 4-producer
  * benchmark needs four slots); streams 0..nstreams-1 are warmed up. */
-static wl_state *wl_setup_common(uint32_t nstreams, bool with_binding) {
-  wl_state *s = calloc(1, sizeof(*s));
-  if (!s) wb_fatal("out of memory");
+static void wl_setup(void **state, wb_ctx *c) {
+  uint32_t nstreams = (uint32_t)wb_arg(c) & 0xffu;
+  bool with_binding = wb_arg(c) & WITH_BINDING;
+  wl_state *s = wb_calloc(1, sizeof(*s));
   weft_device_options o;
   weft_device_options_init(&o);
   o.backend = WEFT_BACKEND_HOST;
@@ -73,22 +77,11 @@ static wl_state *wl_setup_common(uint32_t nstreams, bool with_binding) {
     wb_check(weft_sync(s->dev, i), "weft_sync");
   }
   atomic_init(&s->launched, nstreams);
-  return s;
+  *state = s;
 }
 
-static void wl_setup_1stream(void **state) {
-  *state = wl_setup_common(1, false);
-}
-
-static void wl_setup_1stream_1binding(void **state) {
-  *state = wl_setup_common(1, true);
-}
-
-static void wl_setup_4streams(void **state) {
-  *state = wl_setup_common(NPRODUCERS, false);
-}
-
-static uint64_t wl_run_1stream(void *state, uint64_t n) {
+static uint64_t wl_run_1stream(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   wl_state *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) launch_one(s, 0);
@@ -105,12 +98,14 @@ static void wl_producer(void *state, unsigned idx, uint64_t count) {
   atomic_fetch_add(&s->launched, count);
 }
 
-static uint64_t wl_run_4producers(void *state, uint64_t n) {
+static uint64_t wl_run_4producers(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   return wb_run_threads(NPRODUCERS, n, wl_producer, state);
 }
 
 /* Checks that every launch ran, and nothing failed or was skipped. */
-static void wl_teardown(void *state) {
+static void wl_teardown(void *state, wb_ctx *c) {
+  (void)c;
   wl_state *s = state;
   weft_device_stats st;
   wb_check(weft_device_stats_get(s->dev, &st), "weft_device_stats_get");
@@ -132,24 +127,17 @@ typedef struct base_state {
   _Atomic uint64_t submitted;
 } base_state;
 
-static base_state *base_setup_common(unsigned nqueues) {
-  base_state *s = calloc(1, sizeof(*s));
-  if (!s) wb_fatal("out of memory");
-  s->nqueues = nqueues;
-  for (unsigned i = 0; i < nqueues; i++) s->q[i] = bq_create();
+/* arg: the queues, one worker each. */
+static void base_setup(void **state, wb_ctx *c) {
+  base_state *s = wb_calloc(1, sizeof(*s));
+  s->nqueues = (unsigned)wb_arg(c);
+  for (unsigned i = 0; i < s->nqueues; i++) s->q[i] = bq_create();
   atomic_init(&s->submitted, 0);
-  return s;
+  *state = s;
 }
 
-static void base_setup_1queue(void **state) {
-  *state = base_setup_common(1);
-}
-
-static void base_setup_4queues(void **state) {
-  *state = base_setup_common(NPRODUCERS);
-}
-
-static uint64_t base_run_1stream(void *state, uint64_t n) {
+static uint64_t base_run_1stream(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   base_state *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) bq_submit(s->q[0], noop_kernel, NULL);
@@ -167,11 +155,13 @@ static void base_producer(void *state, unsigned idx, uint64_t count) {
   atomic_fetch_add(&s->submitted, count);
 }
 
-static uint64_t base_run_4producers(void *state, uint64_t n) {
+static uint64_t base_run_4producers(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   return wb_run_threads(NPRODUCERS, n, base_producer, state);
 }
 
-static void base_teardown(void *state) {
+static void base_teardown(void *state, wb_ctx *c) {
+  (void)c;
   base_state *s = state;
   uint64_t done = 0, failed = 0;
   for (unsigned i = 0; i < s->nqueues; i++) {
@@ -197,7 +187,8 @@ static const wb_bench benches[] = {
                     "submit to completion",
      .baseline = "baseline_mutex_condvar_1stream",
      .iterations = ITERS_1STREAM,
-     .setup = wl_setup_1stream,
+     .arg = 1,
+     .setup = wl_setup,
      .run = wl_run_1stream,
      .teardown = wl_teardown},
     {.name = "launch_noop_1stream_1binding",
@@ -205,13 +196,15 @@ static const wb_bench benches[] = {
          "weft: as launch_noop_1stream, with one READ_WRITE binding of a 256-byte buffer",
      .baseline = "baseline_mutex_condvar_1stream",
      .iterations = ITERS_1STREAM,
-     .setup = wl_setup_1stream_1binding,
+     .arg = 1 | WITH_BINDING,
+     .setup = wl_setup,
      .run = wl_run_1stream,
      .teardown = wl_teardown},
     {.name = "baseline_mutex_condvar_1stream",
      .description = "naive queue: mutex+condvar FIFO, malloc per task, one worker; one producer",
      .iterations = ITERS_1STREAM,
-     .setup = base_setup_1queue,
+     .arg = 1,
+     .setup = base_setup,
      .run = base_run_1stream,
      .teardown = base_teardown},
     {.name = "launch_noop_4producers",
@@ -219,19 +212,22 @@ static const wb_bench benches[] = {
                     "one device",
      .baseline = "baseline_mutex_condvar_4producers",
      .iterations = ITERS_4PRODUCERS,
-     .setup = wl_setup_4streams,
+     .arg = NPRODUCERS,
+     .setup = wl_setup,
      .run = wl_run_4producers,
      .teardown = wl_teardown},
     {.name = "baseline_mutex_condvar_4producers",
      .description = "naive queue: 4 producers, each with its own mutex+condvar queue and worker",
      .iterations = ITERS_4PRODUCERS,
-     .setup = base_setup_4queues,
+     .arg = NPRODUCERS,
+     .setup = base_setup,
      .run = base_run_4producers,
      .teardown = base_teardown},
     {.name = "baseline_mutex_condvar_4producers_1queue",
      .description = "naive queue: 4 producers sharing one mutex+condvar queue and one worker",
      .iterations = ITERS_4PRODUCERS,
-     .setup = base_setup_1queue,
+     .arg = 1,
+     .setup = base_setup,
      .run = base_run_4producers,
      .teardown = base_teardown},
 };

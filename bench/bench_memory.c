@@ -29,10 +29,10 @@
  *                                 buffers (device level, unlike the rest);
  *                                 the 200k row's ratio must stay under 1.5.
  *
- * Report sections (after the main table, and in the JSON document):
+ * Counter groups (tables after the main one, and JSON members):
  * "memory_storage_calls", "memory_trace", "memory_relocation". A pooled
  * layout (SUBSLICES, ADAPTIVE) that makes a storage call once warm fails the
- * run (exit 1 after the reports). */
+ * run (wb_warn: exit 1 after the reports). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,22 +53,13 @@ static uint64_t rng_next(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n, size);
-  if (!p) wb_fatal("out of memory (%zu x %zu bytes)", n, size);
-  return p;
-}
-
 static double mib(uint64_t bytes) {
   return (double)bytes / (double)MiB;
 }
 
 /* ---- layouts and managers ------------------------------------------------------------------ */
 
-enum { L_SUBSLICES, L_EXCLUSIVE, L_ADAPTIVE, L_CUSTOM, NLAYOUTS };
-
-static const char *const layout_names[NLAYOUTS] = {"SUBSLICES", "EXCLUSIVE_PAGES", "ADAPTIVE",
-                                                   "CUSTOM"};
+enum { L_SUBSLICES, L_EXCLUSIVE, L_ADAPTIVE, L_CUSTOM };
 
 /* CUSTOM: what a user might write: zero-size requests apart, 32 MiB pages
  * carved into slices of at most 8 MiB, an exclusive page for anything up to
@@ -143,12 +134,13 @@ static void check_valid(const mm_env *e, const char *what) {
 
 static weft_allocator base_alloc;
 
-static const char *baseline_allocator(void) {
-  return weft_allocator_default_is_jemalloc()
-             ? "jemalloc mallocx/dallocx on weft's private arena "
-               "(MALLOCX_ARENA | MALLOCX_TCACHE_NONE)"
-             : "libc posix_memalign/free: this build has no jemalloc, so mem_mallocx_dallocx "
-               "and mem_trace_mallocx measure libc";
+static void note_baseline_allocator(wb_ctx *c) {
+  wb_note(c, "baseline allocator: %s",
+          weft_allocator_default_is_jemalloc()
+              ? "jemalloc mallocx/dallocx on weft's private arena "
+                "(MALLOCX_ARENA | MALLOCX_TCACHE_NONE)"
+              : "libc posix_memalign/free: this build has no jemalloc, so mem_mallocx_dallocx "
+                "and mem_trace_mallocx measure libc");
 }
 
 static void *base_malloc(uint64_t size) {
@@ -196,37 +188,25 @@ static void rr_build(void) {
   rr_built = true;
 }
 
-/* The reserve+release benchmarks on a manager. */
-enum { RR_SUBSLICES, RR_ADAPTIVE, RR_EXCLUSIVE, RR_SUBSLICES_W256, RR_ADAPTIVE_W256, NRR };
+enum { K_WINDOW, K_WARMUP_PASSES, K_CALLS_COLD, K_RESERVED, K_CALLS_WARM };
 
-static const struct {
-  const char *name;
-  int layout;
-  uint32_t window;
-} rr_cfg[NRR] = {
-    [RR_SUBSLICES] = {"mem_reserve_release_subslices", L_SUBSLICES, RR_WINDOW},
-    [RR_ADAPTIVE] = {"mem_reserve_release_adaptive", L_ADAPTIVE, RR_WINDOW},
-    [RR_EXCLUSIVE] = {"mem_reserve_release_exclusive_pages", L_EXCLUSIVE, RR_WINDOW},
-    [RR_SUBSLICES_W256] = {"mem_reserve_release_subslices_w256", L_SUBSLICES, RR_WIDE},
-    [RR_ADAPTIVE_W256] = {"mem_reserve_release_adaptive_w256", L_ADAPTIVE, RR_WIDE},
-};
-
-/* What the memory tables report of one reserve+release benchmark. */
-typedef struct rr_summary {
-  bool ran;
-  unsigned warmup_passes; /* passes in setup until one made no storage call */
-  uint64_t cold_calls;    /* storage allocations of the warm-up */
-  uint64_t reserved;      /* bytes_reserved once warm */
-  uint64_t calls_warm;    /* storage allocations during every run after setup */
-  uint64_t ops;           /* reservations those runs made */
-} rr_summary;
-
-static rr_summary rr_sums[NRR];
+static const wb_group storage_group = {
+    .title = "memory: storage allocations once warm (mem_reserve_release_*; target 0)",
+    .json_key = "memory_storage_calls",
+    .legend = "warmup_passes: passes in setup until one made no storage allocation (calls_cold "
+              "of them); reserved_mib: bytes_reserved once warm; calls_warm: storage allocations "
+              "during every run after setup (target 0)",
+    .counters = {{"window", WB_LAST, 0},
+                 {"warmup_passes", WB_LAST, 0},
+                 {"calls_cold", WB_LAST, 0},
+                 {"reserved_mib", WB_LAST, 1},
+                 {"calls_warm", WB_TOTAL, 0}}};
 
 typedef struct rr_state {
   mm_env env;
-  int id;
+  int layout;
   uint32_t window;
+  uint64_t calls_warm; /* storage allocations during the runs */
   weft_mem mem[RR_MAX_WINDOW];
 } rr_state;
 
@@ -243,33 +223,41 @@ static void rr_pass_mm(rr_state *s, uint32_t count) {
     if (weft_mem_is_placed(&s->mem[j])) weft_mm_free(mm, &s->mem[j]);
 }
 
-static void rr_setup(void **state, int id) {
+/* arg of a reserve+release benchmark: the layout, | WIDE for the window of 256. */
+#define WIDE 0x10
+
+static void rr_setup(void **state, wb_ctx *c) {
+  int layout = wb_arg(c) & ~WIDE;
+  uint32_t window = wb_arg(c) & WIDE ? RR_WIDE : RR_WINDOW;
   rr_build();
-  rr_state *s = xcalloc(1, sizeof(*s));
-  s->id = id;
-  s->window = rr_cfg[id].window;
+  rr_state *s = wb_calloc(1, sizeof(*s));
+  s->layout = layout;
+  s->window = window;
   env_open_storage(&s->env);
-  env_open_mm(&s->env, rr_cfg[id].layout);
-  rr_summary *sum = &rr_sums[id];
-  *sum = (rr_summary){.ran = true};
+  env_open_mm(&s->env, layout);
   /* Warm-up: whole passes until one needs no new storage (the first pass
    * places everything; ADAPTIVE's first pass also grows the arena's page,
    * so its second pass fills the new page size from scratch). */
+  unsigned passes = 0;
+  uint64_t cold = 0;
   for (;;) {
     uint64_t before = storage_calls(&s->env);
     rr_pass_mm(s, RR_PASS);
-    sum->warmup_passes++;
+    passes++;
     uint64_t made = storage_calls(&s->env) - before;
-    sum->cold_calls += made;
+    cold += made;
     if (made == 0) break;
-    if (sum->warmup_passes == RR_WARMUP_MAX) break; /* the runs will show the calls */
+    if (passes == RR_WARMUP_MAX) break; /* the runs will show the calls */
   }
-  sum->reserved = weft_mm_usage(s->env.mm).bytes_reserved;
   check_valid(&s->env, "weft_mm_validate after the warm-up");
+  wb_report(c, K_WINDOW, window);
+  wb_report(c, K_WARMUP_PASSES, passes);
+  wb_report(c, K_CALLS_COLD, (double)cold);
+  wb_report(c, K_RESERVED, mib(weft_mm_usage(s->env.mm).bytes_reserved));
   *state = s;
 }
 
-static uint64_t rr_run(void *state, uint64_t n) {
+static uint64_t rr_run(void *state, uint64_t n, wb_ctx *c) {
   rr_state *s = state;
   uint64_t calls0 = storage_calls(&s->env);
   uint64_t t0 = wb_now_ns();
@@ -279,38 +267,30 @@ static uint64_t rr_run(void *state, uint64_t n) {
     done += c;
   }
   uint64_t t1 = wb_now_ns();
-  rr_summary *sum = &rr_sums[s->id];
-  sum->calls_warm += storage_calls(&s->env) - calls0;
-  sum->ops += n;
+  uint64_t calls = storage_calls(&s->env) - calls0;
+  s->calls_warm += calls;
+  wb_report(c, K_CALLS_WARM, (double)calls);
   weft_memory_usage u = weft_mm_usage(s->env.mm);
   if (u.number_allocs || u.bytes_in_use)
-    wb_fatal("%s: %" PRIu64 " allocations still live after a run", rr_cfg[s->id].name,
-             u.number_allocs);
+    wb_fatal("%s: %" PRIu64 " allocations still live after a run", wb_name(c), u.number_allocs);
   return t1 - t0;
 }
 
-static void rr_teardown(void *state) {
+/* A pooled layout (SUBSLICES, ADAPTIVE) that calls the storage once warm
+ * fails the run; EXCLUSIVE_PAGES returns idle pages on purpose. */
+static void rr_teardown(void *state, wb_ctx *c) {
   rr_state *s = state;
   check_valid(&s->env, "weft_mm_validate after the runs");
-  rr_sums[s->id].reserved = weft_mm_usage(s->env.mm).bytes_reserved;
+  if (s->calls_warm && (s->layout == L_SUBSLICES || s->layout == L_ADAPTIVE))
+    wb_warn(c, "%s: %" PRIu64 " storage calls once warm (target 0): the run fails", wb_name(c),
+            s->calls_warm);
+  else if (s->calls_warm)
+    wb_note(c,
+            "%s: %" PRIu64 " storage calls once warm (exclusive pools return idle pages every "
+            "dealloc_period/5 reservations)",
+            wb_name(c), s->calls_warm);
   env_close(&s->env);
   free(s);
-}
-
-static void rr_setup_subslices(void **state) {
-  rr_setup(state, RR_SUBSLICES);
-}
-static void rr_setup_adaptive(void **state) {
-  rr_setup(state, RR_ADAPTIVE);
-}
-static void rr_setup_exclusive(void **state) {
-  rr_setup(state, RR_EXCLUSIVE);
-}
-static void rr_setup_subslices_w256(void **state) {
-  rr_setup(state, RR_SUBSLICES_W256);
-}
-static void rr_setup_adaptive_w256(void **state) {
-  rr_setup(state, RR_ADAPTIVE_W256);
 }
 
 /* The baselines: the same passes on the baseline allocator. */
@@ -334,22 +314,18 @@ static void rrb_pass(rrb_state *s, uint32_t count) {
     }
 }
 
-static void rrb_setup_window(void **state, uint32_t window) {
+/* arg: WIDE for the window of 256. */
+static void rrb_setup(void **state, wb_ctx *c) {
   rr_build();
-  rrb_state *s = xcalloc(1, sizeof(*s));
-  s->window = window;
+  rrb_state *s = wb_calloc(1, sizeof(*s));
+  s->window = wb_arg(c) & WIDE ? RR_WIDE : RR_WINDOW;
+  if (s->window == RR_WINDOW) note_baseline_allocator(c);
   rrb_pass(s, RR_PASS); /* the same warm-up as the managers' first pass */
   *state = s;
 }
 
-static void rrb_setup(void **state) {
-  rrb_setup_window(state, RR_WINDOW);
-}
-static void rrb_setup_w256(void **state) {
-  rrb_setup_window(state, RR_WIDE);
-}
-
-static uint64_t rrb_run(void *state, uint64_t n) {
+static uint64_t rrb_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   rrb_state *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t done = 0; done < n;) {
@@ -360,7 +336,8 @@ static uint64_t rrb_run(void *state, uint64_t n) {
   return wb_now_ns() - t0;
 }
 
-static void rrb_teardown(void *state) {
+static void rrb_teardown(void *state, wb_ctx *c) {
+  (void)c;
   free(state);
 }
 
@@ -510,26 +487,41 @@ static void tr_build(void) {
   tr_built = true;
 }
 
-/* What the memory trace table reports of one layout (or the baseline). */
-typedef struct tr_summary {
-  bool ran;
-  const char *name;
-  uint64_t peak_reserved, peak_in_use; /* of the cold pass */
-  uint64_t calls_cold;                 /* storage allocations of the cold pass */
-  uint64_t calls_warm, passes_warm;    /* during the timed runs */
-  uint64_t reserved_end;               /* bytes_reserved after the last run */
-} tr_summary;
+enum {
+  K_ALLOCATIONS,
+  K_PEAK_RESERVED,
+  K_PEAK_IN_USE,
+  K_OVERHEAD,
+  K_TR_CALLS_COLD,
+  K_TR_CALLS_WARM,
+  K_RESERVED_END
+};
 
-static tr_summary tr_sums[NLAYOUTS + 1]; /* [NLAYOUTS]: the baseline */
+static const wb_group trace_group = {
+    .title = "memory trace (ResNet-style CNN, fp32, batch 8: build, 2 training steps, shrink; "
+             "peaks of the cold pass)",
+    .json_key = "memory_trace",
+    .legend = "ratio = peak reserved / peak in use (1.00: no overhead; the baseline has only the "
+              "peak in use); calls = storage allocations (cold: the first pass on a fresh "
+              "manager; warm: all timed passes); reserved_end_mib: bytes_reserved after the last "
+              "pass",
+    .counters = {{"allocations", WB_LAST, 0},
+                 {"peak_reserved_mib", WB_LAST, 1},
+                 {"peak_in_use_mib", WB_LAST, 1},
+                 {"ratio", WB_LAST, 2},
+                 {"calls_cold", WB_LAST, 0},
+                 {"calls_warm", WB_TOTAL, 0},
+                 {"reserved_end_mib", WB_LAST, 1}}};
 
 typedef struct tr_state {
   mm_env env;
-  int layout;
-  weft_mem *mem; /* [tr_nalloc] */
+  const char *name;
+  weft_mem *mem;                       /* [tr_nalloc] */
+  uint64_t peak_reserved, peak_in_use; /* of the cold pass */
 } tr_state;
 
 /* One pass; |peaks|: poll the usage after every reservation (the cold pass). */
-static void tr_pass_mm(tr_state *s, tr_summary *sum, bool peaks) {
+static void tr_pass_mm(tr_state *s, bool peaks) {
   weft_mm *mm = s->env.mm;
   uint64_t live = 0;
   for (uint32_t i = 0; i < tr_nev; i++) {
@@ -547,63 +539,52 @@ static void tr_pass_mm(tr_state *s, tr_summary *sum, bool peaks) {
     live += e->size;
     weft_memory_usage u = weft_mm_usage(mm);
     if (u.bytes_in_use != live)
-      wb_fatal("%s: bytes_in_use %" PRIu64 " but %" PRIu64 " bytes are live", sum->name,
+      wb_fatal("%s: bytes_in_use %" PRIu64 " but %" PRIu64 " bytes are live", s->name,
                u.bytes_in_use, live);
-    if (u.bytes_reserved > sum->peak_reserved) sum->peak_reserved = u.bytes_reserved;
-    if (u.bytes_in_use > sum->peak_in_use) sum->peak_in_use = u.bytes_in_use;
+    if (u.bytes_reserved > s->peak_reserved) s->peak_reserved = u.bytes_reserved;
+    if (u.bytes_in_use > s->peak_in_use) s->peak_in_use = u.bytes_in_use;
   }
 }
 
-static void tr_setup(void **state, int layout, const char *name) {
+/* arg: the layout. */
+static void tr_setup(void **state, wb_ctx *c) {
   tr_build();
-  tr_state *s = xcalloc(1, sizeof(*s));
-  s->layout = layout;
-  s->mem = xcalloc(tr_nalloc, sizeof(weft_mem));
+  tr_state *s = wb_calloc(1, sizeof(*s));
+  s->name = wb_name(c);
+  s->mem = wb_calloc(tr_nalloc, sizeof(weft_mem));
   env_open_storage(&s->env);
-  env_open_mm(&s->env, layout);
-  tr_summary *sum = &tr_sums[layout];
-  *sum = (tr_summary){.ran = true, .name = name};
-  tr_pass_mm(s, sum, true); /* cold: a fresh manager, peaks polled */
-  sum->calls_cold = storage_calls(&s->env);
+  env_open_mm(&s->env, wb_arg(c));
+  tr_pass_mm(s, true); /* cold: a fresh manager, peaks polled */
   check_valid(&s->env, "weft_mm_validate after the cold trace");
+  wb_report(c, K_ALLOCATIONS, tr_nalloc);
+  wb_report(c, K_PEAK_RESERVED, mib(s->peak_reserved));
+  wb_report(c, K_PEAK_IN_USE, mib(s->peak_in_use));
+  wb_report(c, K_OVERHEAD,
+            s->peak_in_use ? (double)s->peak_reserved / (double)s->peak_in_use : 0.0);
+  wb_report(c, K_TR_CALLS_COLD, (double)storage_calls(&s->env));
   *state = s;
 }
 
-static uint64_t tr_run(void *state, uint64_t n) {
+static uint64_t tr_run(void *state, uint64_t n, wb_ctx *c) {
   tr_state *s = state;
-  tr_summary *sum = &tr_sums[s->layout];
   uint64_t calls0 = storage_calls(&s->env);
   uint64_t t0 = wb_now_ns();
-  for (uint64_t k = 0; k < n; k++) tr_pass_mm(s, sum, false);
+  for (uint64_t k = 0; k < n; k++) tr_pass_mm(s, false);
   uint64_t t1 = wb_now_ns();
-  sum->calls_warm += storage_calls(&s->env) - calls0;
-  sum->passes_warm += n;
+  wb_report(c, K_TR_CALLS_WARM, (double)(storage_calls(&s->env) - calls0));
   weft_memory_usage u = weft_mm_usage(s->env.mm);
   if (u.number_allocs)
-    wb_fatal("%s: %" PRIu64 " allocations still live after a pass", sum->name, u.number_allocs);
+    wb_fatal("%s: %" PRIu64 " allocations still live after a pass", s->name, u.number_allocs);
   return t1 - t0;
 }
 
-static void tr_teardown(void *state) {
+static void tr_teardown(void *state, wb_ctx *c) {
   tr_state *s = state;
   check_valid(&s->env, "weft_mm_validate after the trace runs");
-  tr_sums[s->layout].reserved_end = weft_mm_usage(s->env.mm).bytes_reserved;
+  wb_report(c, K_RESERVED_END, mib(weft_mm_usage(s->env.mm).bytes_reserved));
   env_close(&s->env);
   free(s->mem);
   free(s);
-}
-
-static void tr_setup_subslices(void **state) {
-  tr_setup(state, L_SUBSLICES, "mem_trace_subslices");
-}
-static void tr_setup_exclusive(void **state) {
-  tr_setup(state, L_EXCLUSIVE, "mem_trace_exclusive_pages");
-}
-static void tr_setup_adaptive(void **state) {
-  tr_setup(state, L_ADAPTIVE, "mem_trace_adaptive");
-}
-static void tr_setup_custom(void **state) {
-  tr_setup(state, L_CUSTOM, "mem_trace_custom");
 }
 
 /* The baseline: the same trace on the baseline allocator. */
@@ -625,25 +606,28 @@ static void trb_pass(trb_state *s) {
   }
 }
 
-static void trb_setup(void **state) {
+static void trb_setup(void **state, wb_ctx *c) {
   tr_build();
-  trb_state *s = xcalloc(1, sizeof(*s));
-  s->p = xcalloc(tr_nalloc, sizeof(void *));
-  s->size = xcalloc(tr_nalloc, sizeof(uint64_t));
-  tr_summary *sum = &tr_sums[NLAYOUTS];
-  *sum = (tr_summary){.ran = true, .name = "mem_trace_mallocx", .peak_in_use = tr_peak_live};
+  trb_state *s = wb_calloc(1, sizeof(*s));
+  s->p = wb_calloc(tr_nalloc, sizeof(void *));
+  s->size = wb_calloc(tr_nalloc, sizeof(uint64_t));
+  note_baseline_allocator(c);
+  wb_report(c, K_ALLOCATIONS, tr_nalloc);
+  wb_report(c, K_PEAK_IN_USE, mib(tr_peak_live));
   trb_pass(s); /* the same cold pass as the managers' */
   *state = s;
 }
 
-static uint64_t trb_run(void *state, uint64_t n) {
+static uint64_t trb_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   trb_state *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t k = 0; k < n; k++) trb_pass(s);
   return wb_now_ns() - t0;
 }
 
-static void trb_teardown(void *state) {
+static void trb_teardown(void *state, wb_ctx *c) {
+  (void)c;
   trb_state *s = state;
   free(s->p);
   free(s->size);
@@ -737,15 +721,20 @@ static void rc_destroy(recycler *r) {
 
 enum { RL_WARM, RL_FRESH, RL_VARIANTS };
 
-typedef struct rl_summary {
-  bool ran;
-  const char *name;
-  uint64_t runs, moved, allocations, pages_out, pages_in, faults; /* summed over the runs */
-  double *mib_s, *faults_mib; /* per run, warm-up runs included: medians are reported */
-  size_t cap;
-} rl_summary;
+enum { K_MIB_MOVED, K_MOVED, K_PAGES_BEFORE, K_PAGES_AFTER, K_MIB_S, K_FAULTS };
 
-static rl_summary rl_sums[RL_VARIANTS];
+static const wb_group reloc_group = {
+    .title = "memory: relocation (ADAPTIVE: live allocations of 96 KiB .. 1 MiB moved off "
+             "outdated 2 MiB pages into 9 MiB pages; medians over the runs, warm-up included)",
+    .json_key = "memory_relocation",
+    .legend = "mib_per_s: bytes moved / time of weft_mm_relocate; faults_per_mib: minor page "
+              "faults in the timed part (256 per MiB: every 4 KiB page fresh)",
+    .counters = {{"mib_moved", WB_MEDIAN, 1},
+                 {"allocations", WB_MEDIAN, 0},
+                 {"pages_before", WB_MEDIAN, 0},
+                 {"pages_after", WB_MEDIAN, 0},
+                 {"mib_per_s", WB_MEDIAN, 0},
+                 {"faults_per_mib", WB_MEDIAN, 1}}};
 
 typedef struct rl_state {
   int variant;
@@ -755,24 +744,17 @@ typedef struct rl_state {
   uint32_t cap;
 } rl_state;
 
-static void rl_setup(void **state, int variant, const char *name) {
-  rl_state *s = xcalloc(1, sizeof(*s));
-  s->variant = variant;
+/* arg: RL_WARM or RL_FRESH. */
+static void rl_setup(void **state, wb_ctx *c) {
+  rl_state *s = wb_calloc(1, sizeof(*s));
+  s->variant = wb_arg(c);
   env_open_storage(&s->env);
-  if (variant == RL_WARM) {
+  if (s->variant == RL_WARM) {
     /* The storage keeps &s->env.alloc: point it at the recycler. */
     s->rc.inner = s->env.alloc;
     s->env.alloc = (weft_allocator){.self = &s->rc, .alloc = rc_alloc, .free = rc_free};
   }
-  rl_sums[variant] = (rl_summary){.ran = true, .name = name};
   *state = s;
-}
-
-static void rl_setup_warm(void **state) {
-  rl_setup(state, RL_WARM, "mem_relocation");
-}
-static void rl_setup_fresh(void **state) {
-  rl_setup(state, RL_FRESH, "mem_relocation_fresh_pages");
 }
 
 static unsigned char rl_byte(uint32_t i, uint64_t at) {
@@ -794,7 +776,7 @@ static uint64_t pages_of(const weft_mm *mm) {
   return pages;
 }
 
-static uint64_t rl_run(void *state, uint64_t n) {
+static uint64_t rl_run(void *state, uint64_t n, wb_ctx *c) {
   rl_state *s = state;
   uint64_t want = n * MiB, total = 0, seed = RL_SEED; /* every run the same sizes */
   uint32_t count = 0;
@@ -854,30 +836,19 @@ static uint64_t rl_run(void *state, uint64_t n) {
     if (!ok) wb_fatal("mem_relocation: allocation %u lost its bytes in the move", i);
   }
   check_valid(&s->env, "weft_mm_validate after relocation");
-  rl_summary *sum = &rl_sums[s->variant];
-  sum->runs++;
-  sum->moved += live;
-  sum->allocations += moved;
-  sum->pages_out += pages_before;
-  sum->pages_in += pages_of(s->env.mm);
-  sum->faults += f1 - f0;
-  if (sum->runs > sum->cap) {
-    size_t nc = sum->cap ? sum->cap * 2 : 16;
-    double *a = realloc(sum->mib_s, nc * sizeof(double));
-    if (a) sum->mib_s = a;
-    double *b = realloc(sum->faults_mib, nc * sizeof(double));
-    if (b) sum->faults_mib = b;
-    if (!a || !b) wb_fatal("out of memory");
-    sum->cap = nc;
-  }
-  sum->mib_s[sum->runs - 1] = mib(live) / ((double)(t1 - t0 ? t1 - t0 : 1) / 1e9);
-  sum->faults_mib[sum->runs - 1] = (double)(f1 - f0) / mib(live);
+  wb_report(c, K_MIB_MOVED, mib(live));
+  wb_report(c, K_MOVED, (double)moved);
+  wb_report(c, K_PAGES_BEFORE, (double)pages_before);
+  wb_report(c, K_PAGES_AFTER, (double)pages_of(s->env.mm));
+  wb_report(c, K_MIB_S, mib(live) / ((double)(t1 - t0 ? t1 - t0 : 1) / 1e9));
+  wb_report(c, K_FAULTS, (double)(f1 - f0) / mib(live));
   weft_mm_destroy(s->env.mm);
   s->env.mm = NULL;
   return (uint64_t)((double)(t1 - t0) * (double)want / (double)live + 0.5);
 }
 
-static void rl_teardown(void *state) {
+static void rl_teardown(void *state, wb_ctx *c) {
+  (void)c;
   rl_state *s = state;
   env_close(&s->env);
   rc_destroy(&s->rc);
@@ -892,23 +863,16 @@ typedef struct mc_state {
   bool fresh;
   unsigned char *src, *dst;
   uint64_t bytes;
-  uint64_t faults, runs;
 } mc_state;
 
-static uint64_t mc_faults_fresh, mc_runs_fresh, mc_bytes_fresh;
-
-static void mc_setup_warm(void **state) {
-  *state = xcalloc(1, sizeof(mc_state));
-}
-
-static void mc_setup_fresh(void **state) {
-  mc_state *s = xcalloc(1, sizeof(mc_state));
-  s->fresh = true;
-  mc_faults_fresh = mc_runs_fresh = mc_bytes_fresh = 0;
+/* arg: RL_FRESH for a destination mmap'd anew each run. */
+static void mc_setup(void **state, wb_ctx *c) {
+  mc_state *s = wb_calloc(1, sizeof(mc_state));
+  s->fresh = wb_arg(c) == RL_FRESH;
   *state = s;
 }
 
-static uint64_t mc_run(void *state, uint64_t n) {
+static uint64_t mc_run(void *state, uint64_t n, wb_ctx *c) {
   mc_state *s = state;
   uint64_t bytes = n * MiB;
   if (bytes > s->bytes) {
@@ -934,212 +898,19 @@ static uint64_t mc_run(void *state, uint64_t n) {
   uint64_t t1 = wb_now_ns();
   uint64_t f1 = minor_faults();
   if (dst[bytes - 1] != (unsigned char)n || dst[0] != 0x5A) wb_fatal("mem_memcpy: bad copy");
-  if (s->fresh) {
-    munmap(dst, bytes);
-    mc_faults_fresh += f1 - f0;
-    mc_bytes_fresh += bytes;
-    mc_runs_fresh++;
-  }
+  if (s->fresh) munmap(dst, bytes);
+  wb_report(c, K_MIB_MOVED, mib(bytes));
+  wb_report(c, K_FAULTS, (double)(f1 - f0) / mib(bytes));
   return t1 - t0;
 }
 
-static void mc_teardown(void *state) {
+static void mc_teardown(void *state, wb_ctx *c) {
+  (void)c;
   mc_state *s = state;
   free(s->src);
   free(s->dst);
   free(s);
 }
-
-/* ---- report sections ------------------------------------------------------------------------- */
-
-static bool print_warm(FILE *f) {
-  bool any = false;
-  for (int i = 0; i < NRR; i++) any |= rr_sums[i].ran;
-  if (!any) return true;
-  bool ok = true;
-  fprintf(f, "\nmemory: storage allocations once warm (mem_reserve_release_*; target 0)\n");
-  fprintf(f, "baseline allocator: %s\n\n", baseline_allocator());
-  fprintf(f, "%-36s  %-15s  %6s  %14s  %10s  %12s  %10s  %10s\n", "benchmark", "layout", "window",
-          "warm-up passes", "calls cold", "reserved MiB", "calls warm", "per 1M ops");
-  fprintf(f, "%.*s\n", 128,
-          "----------------------------------------------------------------"
-          "----------------------------------------------------------------");
-  for (int i = 0; i < NRR; i++) {
-    const rr_summary *r = &rr_sums[i];
-    if (!r->ran) continue;
-    int l = rr_cfg[i].layout;
-    bool pooled = l == L_SUBSLICES || l == L_ADAPTIVE;
-    double per = r->ops ? (double)r->calls_warm * 1e6 / (double)r->ops : 0.0;
-    fprintf(f, "%-36s  %-15s  %6u  %14u  %10" PRIu64 "  %12.1f  %10" PRIu64 "  %10.1f  %s\n",
-            rr_cfg[i].name, layout_names[l], rr_cfg[i].window, r->warmup_passes, r->cold_calls,
-            mib(r->reserved), r->calls_warm, per,
-            r->calls_warm == 0 ? "ok"
-            : pooled           ? "WARNING: storage calls once warm (target 0)"
-                               : "WARNING: storage calls once warm (exclusive pools return idle "
-                                 "pages every dealloc_period/5 reservations)");
-    if (r->calls_warm && pooled) ok = false;
-  }
-  if (!ok)
-    fputs("WARNING: a pooled layout (SUBSLICES, ADAPTIVE) made storage calls once warm: the run "
-          "fails\n",
-          f);
-  return ok;
-}
-
-static void json_warm(FILE *f) {
-  fputc('[', f);
-  bool first = true;
-  for (int i = 0; i < NRR; i++) {
-    const rr_summary *r = &rr_sums[i];
-    if (!r->ran) continue;
-    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
-    first = false;
-    wb_json_string(f, rr_cfg[i].name);
-    fputs(", \"layout\": ", f);
-    wb_json_string(f, layout_names[rr_cfg[i].layout]);
-    fprintf(f,
-            ", \"window\": %u, \"warmup_passes\": %u, \"storage_calls_cold\": %" PRIu64
-            ", \"reserved_bytes\": %" PRIu64 ", \"storage_calls_warm\": %" PRIu64
-            ", \"ops_warm\": %" PRIu64 ", \"target_met\": %s}",
-            rr_cfg[i].window, r->warmup_passes, r->cold_calls, r->reserved, r->calls_warm, r->ops,
-            r->calls_warm == 0 ? "true" : "false");
-  }
-  fputs(first ? "]" : "\n  ]", f);
-}
-
-static bool print_trace(FILE *f) {
-  bool any = false;
-  for (int l = 0; l <= NLAYOUTS; l++) any |= tr_sums[l].ran;
-  if (!any) return true;
-  fprintf(f,
-          "\nmemory trace (ResNet-style CNN, fp32, batch 8: build, 2 training steps, shrink; "
-          "%u allocations, cold pass)\n\n",
-          tr_nalloc);
-  fprintf(f, "%-26s  %-15s  %17s  %15s  %6s  %10s  %10s  %16s\n", "benchmark", "layout",
-          "peak reserved MiB", "peak in use MiB", "ratio", "calls cold", "calls warm",
-          "reserved end MiB");
-  fprintf(f, "%.*s\n", 130,
-          "-----------------------------------------------------------------"
-          "-----------------------------------------------------------------");
-  for (int l = 0; l <= NLAYOUTS; l++) {
-    const tr_summary *t = &tr_sums[l];
-    if (!t->ran) continue;
-    if (l == NLAYOUTS) {
-      fprintf(f, "%-26s  %-15s  %17s  %15.1f  %6s  %10s  %10s  %16s\n", t->name, "(baseline)", "-",
-              mib(t->peak_in_use), "-", "-", "-", "-");
-      continue;
-    }
-    fprintf(f, "%-26s  %-15s  %17.1f  %15.1f  %6.2f  %10" PRIu64 "  %10" PRIu64 "  %16.1f\n",
-            t->name, layout_names[l], mib(t->peak_reserved), mib(t->peak_in_use),
-            t->peak_in_use ? (double)t->peak_reserved / (double)t->peak_in_use : 0.0, t->calls_cold,
-            t->calls_warm, mib(t->reserved_end));
-  }
-  fputs("ratio = peak reserved / peak in use (1.00: no overhead); calls = storage allocations "
-        "(cold: the first pass on a fresh manager; warm: all timed passes)\n",
-        f);
-  return true;
-}
-
-static void json_trace(FILE *f) {
-  fputc('[', f);
-  bool first = true;
-  for (int l = 0; l <= NLAYOUTS; l++) {
-    const tr_summary *t = &tr_sums[l];
-    if (!t->ran) continue;
-    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
-    first = false;
-    wb_json_string(f, t->name);
-    fputs(", \"layout\": ", f);
-    if (l == NLAYOUTS) {
-      fprintf(f,
-              "null, \"allocations\": %u, \"peak_reserved_bytes\": null, \"peak_in_use_bytes\": "
-              "%" PRIu64 ", \"ratio\": null, \"storage_calls_cold\": null, "
-              "\"storage_calls_warm\": null, \"passes_warm\": null, \"reserved_end_bytes\": null}",
-              tr_nalloc, t->peak_in_use);
-      continue;
-    }
-    wb_json_string(f, layout_names[l]);
-    fprintf(f,
-            ", \"allocations\": %u, \"peak_reserved_bytes\": %" PRIu64
-            ", \"peak_in_use_bytes\": %" PRIu64 ", \"ratio\": ",
-            tr_nalloc, t->peak_reserved, t->peak_in_use);
-    wb_json_number(f, t->peak_in_use ? (double)t->peak_reserved / (double)t->peak_in_use : 0.0);
-    fprintf(f,
-            ", \"storage_calls_cold\": %" PRIu64 ", \"storage_calls_warm\": %" PRIu64
-            ", \"passes_warm\": %" PRIu64 ", \"reserved_end_bytes\": %" PRIu64 "}",
-            t->calls_cold, t->calls_warm, t->passes_warm, t->reserved_end);
-  }
-  fputs(first ? "]" : "\n  ]", f);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median_of(const double *v, size_t n) {
-  if (n == 0) return 0.0;
-  double *t = xcalloc(n, sizeof(double));
-  memcpy(t, v, n * sizeof(double));
-  qsort(t, n, sizeof(double), cmp_double);
-  double m = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2.0;
-  free(t);
-  return m;
-}
-
-static bool print_relocation(FILE *f) {
-  bool any = false;
-  for (int v = 0; v < RL_VARIANTS; v++) any |= rl_sums[v].ran && rl_sums[v].runs;
-  if (!any) return true;
-  fputs("\nmemory: relocation (ADAPTIVE: live allocations of 96 KiB .. 1 MiB moved off outdated 2 "
-        "MiB pages into 9 MiB pages; means per run)\n\n",
-        f);
-  fprintf(f, "%-28s  %10s  %11s  %12s  %11s  %10s  %12s\n", "benchmark", "MiB moved", "allocations",
-          "pages before", "pages after", "MiB/s", "faults/MiB");
-  fprintf(f, "%.*s\n", 104,
-          "----------------------------------------------------------------"
-          "----------------------------------------------------------------");
-  for (int v = 0; v < RL_VARIANTS; v++) {
-    const rl_summary *r = &rl_sums[v];
-    if (!r->ran || !r->runs) continue;
-    double runs = (double)r->runs;
-    fprintf(f, "%-28s  %10.1f  %11.0f  %12.0f  %11.0f  %10.0f  %12.1f\n", r->name,
-            mib(r->moved) / runs, (double)r->allocations / runs, (double)r->pages_out / runs,
-            (double)r->pages_in / runs, median_of(r->mib_s, r->runs),
-            median_of(r->faults_mib, r->runs));
-  }
-  if (mc_runs_fresh)
-    fprintf(f, "%-28s  %10.1f  %11s  %12s  %11s  %10s  %12.1f\n", "mem_memcpy_fresh_pages",
-            mib(mc_bytes_fresh) / (double)mc_runs_fresh, "-", "-", "-", "-",
-            (double)mc_faults_fresh / mib(mc_bytes_fresh));
-  fputs("MiB/s: median over the runs (warm-up included) of bytes moved / time of "
-        "weft_mm_relocate; faults/MiB: median minor page faults in the timed part (256 per MiB: "
-        "every 4 KiB page fresh)\n",
-        f);
-  return true;
-}
-
-static void json_relocation(FILE *f) {
-  fputc('[', f);
-  bool first = true;
-  for (int v = 0; v < RL_VARIANTS; v++) {
-    const rl_summary *r = &rl_sums[v];
-    if (!r->ran || !r->runs) continue;
-    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
-    first = false;
-    wb_json_string(f, r->name);
-    fprintf(f,
-            ", \"runs\": %" PRIu64 ", \"bytes_moved\": %" PRIu64 ", \"allocations_moved\": %" PRIu64
-            ", \"pages_before\": %" PRIu64 ", \"pages_after\": %" PRIu64
-            ", \"minor_faults\": %" PRIu64 ", \"median_mib_per_s\": ",
-            r->runs, r->moved, r->allocations, r->pages_out, r->pages_in, r->faults);
-    wb_json_number(f, median_of(r->mib_s, r->runs));
-    fputc('}', f);
-  }
-  fputs(first ? "]" : "\n  ]", f);
-}
-
-/* ---- registration ---------------------------------------------------------------------------- */
 
 /* ---- buffer creation against live buffers ------------------------------------------------
  *
@@ -1161,13 +932,15 @@ typedef struct cl_state {
   uint32_t nlive;
 } cl_state;
 
-static void cl_setup(void **state, uint32_t nlive) {
-  cl_state *s = xcalloc(1, sizeof(*s));
+/* arg: the live buffers. */
+static void cl_setup(void **state, wb_ctx *c) {
+  uint32_t nlive = (uint32_t)wb_arg(c);
+  cl_state *s = wb_calloc(1, sizeof(*s));
   weft_device_options o;
   weft_device_options_init(&o);
   o.backend = WEFT_BACKEND_HOST;
   wb_check(weft_device_open(&o, &s->dev), "weft_device_open");
-  s->live = xcalloc(nlive, sizeof(weft_buffer));
+  s->live = wb_calloc(nlive, sizeof(weft_buffer));
   s->nlive = nlive;
   for (uint32_t i = 0; i < nlive; i++)
     wb_check(weft_buffer_create(s->dev, 0, CL_SIZE, &s->live[i]), "weft_buffer_create (live)");
@@ -1175,15 +948,8 @@ static void cl_setup(void **state, uint32_t nlive) {
   *state = s;
 }
 
-static void cl_setup_1k(void **state) {
-  cl_setup(state, 1000);
-}
-
-static void cl_setup_200k(void **state) {
-  cl_setup(state, 200000);
-}
-
-static uint64_t cl_run(void *state, uint64_t n) {
+static uint64_t cl_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   cl_state *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) {
@@ -1195,7 +961,8 @@ static uint64_t cl_run(void *state, uint64_t n) {
   return wb_now_ns() - t0;
 }
 
-static void cl_teardown(void *state) {
+static void cl_teardown(void *state, wb_ctx *c) {
+  (void)c;
   cl_state *s = state;
   weft_memory_usage u;
   wb_check(weft_memory_usage_get(s->dev, &u), "weft_memory_usage_get");
@@ -1214,40 +981,52 @@ static const wb_bench benches[] = {
      .description = "weft_buffer_create + weft_buffer_release of a 256 B buffer on a host device "
                     "holding 1000 live buffers (run ends with weft_sync)",
      .iterations = CL_ITERS,
-     .setup = cl_setup_1k,
+     .arg = 1000,
+     .setup = cl_setup,
      .run = cl_run,
      .teardown = cl_teardown},
     {.name = "mem_buffer_create_release_200k",
+     .target_ratio = 1.5 /* creation does not grow with live buffers */,
      .description = "as mem_buffer_create_release_1k with 200000 live buffers (target: ratio < "
                     "1.5)",
      .baseline = "mem_buffer_create_release_1k",
      .iterations = CL_ITERS,
-     .setup = cl_setup_200k,
+     .arg = 200000,
+     .setup = cl_setup,
      .run = cl_run,
      .teardown = cl_teardown},
     {.name = "mem_reserve_release_subslices",
+     .target_ratio = 2.0 /* within 2x of mallocx (jemalloc builds) */,
+     .group = &storage_group,
      .description = "weft_mm_reserve + weft_mm_free, SUBSLICES, warm; 64 B .. 4 MiB through a "
                     "window of 32 live allocations",
      .baseline = "mem_mallocx_dallocx",
      .iterations = RR_ITERS,
-     .setup = rr_setup_subslices,
+     .arg = L_SUBSLICES,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_reserve_release_adaptive",
+     .target_ratio = 2.0,
+     .group = &storage_group,
      .description = "as mem_reserve_release_subslices, ADAPTIVE layout",
      .baseline = "mem_mallocx_dallocx",
      .iterations = RR_ITERS,
-     .setup = rr_setup_adaptive,
+     .arg = L_ADAPTIVE,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_reserve_release_exclusive_pages",
+     .group = &storage_group,
      .description = "as mem_reserve_release_subslices, EXCLUSIVE_PAGES layout",
      .baseline = "mem_mallocx_dallocx",
      .iterations = RR_ITERS,
-     .setup = rr_setup_exclusive,
+     .arg = L_EXCLUSIVE,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_mallocx_dallocx",
+     .group = &storage_group,
      .description = "baseline: the same sizes and window on mallocx/dallocx, private jemalloc "
                     "arena, no tcache (libc where weft has no jemalloc)",
      .iterations = RR_ITERS,
@@ -1255,56 +1034,71 @@ static const wb_bench benches[] = {
      .run = rrb_run,
      .teardown = rrb_teardown},
     {.name = "mem_reserve_release_subslices_w256",
+     .group = &storage_group,
      .description = "as mem_reserve_release_subslices, a window of 256 live allocations",
      .baseline = "mem_mallocx_dallocx_w256",
      .iterations = RR_ITERS,
-     .setup = rr_setup_subslices_w256,
+     .arg = L_SUBSLICES | WIDE,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_reserve_release_adaptive_w256",
+     .group = &storage_group,
      .description = "as mem_reserve_release_adaptive, a window of 256 live allocations",
      .baseline = "mem_mallocx_dallocx_w256",
      .iterations = RR_ITERS,
-     .setup = rr_setup_adaptive_w256,
+     .arg = L_ADAPTIVE | WIDE,
+     .setup = rr_setup,
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_mallocx_dallocx_w256",
+     .group = &storage_group,
      .description = "baseline: as mem_mallocx_dallocx, a window of 256 live allocations",
      .iterations = RR_ITERS,
-     .setup = rrb_setup_w256,
+     .arg = WIDE,
+     .setup = rrb_setup,
      .run = rrb_run,
      .teardown = rrb_teardown},
     {.name = "mem_trace_subslices",
+     .group = &trace_group,
      .description = "one pass of the ML-like trace (CNN build, 2 training steps, shrink), "
                     "SUBSLICES, warm; peaks in the memory trace table",
      .baseline = "mem_trace_mallocx",
      .iterations = TR_ITERS,
-     .setup = tr_setup_subslices,
+     .arg = L_SUBSLICES,
+     .setup = tr_setup,
      .run = tr_run,
      .teardown = tr_teardown},
     {.name = "mem_trace_exclusive_pages",
+     .group = &trace_group,
      .description = "as mem_trace_subslices, EXCLUSIVE_PAGES layout",
      .baseline = "mem_trace_mallocx",
      .iterations = TR_ITERS,
-     .setup = tr_setup_exclusive,
+     .arg = L_EXCLUSIVE,
+     .setup = tr_setup,
      .run = tr_run,
      .teardown = tr_teardown},
     {.name = "mem_trace_adaptive",
+     .group = &trace_group,
      .description = "as mem_trace_subslices, ADAPTIVE layout",
      .baseline = "mem_trace_mallocx",
      .iterations = TR_ITERS,
-     .setup = tr_setup_adaptive,
+     .arg = L_ADAPTIVE,
+     .setup = tr_setup,
      .run = tr_run,
      .teardown = tr_teardown},
     {.name = "mem_trace_custom",
+     .group = &trace_group,
      .description = "as mem_trace_subslices, a CUSTOM layout (32 MiB pages, slices <= 8 MiB, "
                     "exclusive pages beyond)",
      .baseline = "mem_trace_mallocx",
      .iterations = TR_ITERS,
-     .setup = tr_setup_custom,
+     .arg = L_CUSTOM,
+     .setup = tr_setup,
      .run = tr_run,
      .teardown = tr_teardown},
     {.name = "mem_trace_mallocx",
+     .group = &trace_group,
      .description = "baseline: one pass of the ML-like trace on mallocx/dallocx (libc where weft "
                     "has no jemalloc)",
      .iterations = TR_ITERS,
@@ -1312,46 +1106,44 @@ static const wb_bench benches[] = {
      .run = trb_run,
      .teardown = trb_teardown},
     {.name = "mem_relocation",
+     .group = &reloc_group,
      .description = "weft_mm_relocate(mm, true) off outdated 2 MiB ADAPTIVE pages, storage pages "
                     "recycled (faulted in); one op = 1 MiB moved (ops/s = MiB/s)",
      .baseline = "mem_memcpy",
      .iterations = RL_ITERS,
-     .setup = rl_setup_warm,
+     .arg = RL_WARM,
+     .setup = rl_setup,
      .run = rl_run,
      .teardown = rl_teardown},
     {.name = "mem_memcpy",
+     .group = &reloc_group,
      .description = "baseline: memcpy between two malloc'd, pre-faulted buffers; one op = 1 MiB",
      .iterations = RL_ITERS,
-     .setup = mc_setup_warm,
+     .arg = RL_WARM,
+     .setup = mc_setup,
      .run = mc_run,
      .teardown = mc_teardown},
     {.name = "mem_relocation_fresh_pages",
+     .group = &reloc_group,
      .description = "as mem_relocation, storage on the default allocator (new pages are usually "
                     "fresh: a page fault per 4 KiB)",
      .baseline = "mem_memcpy_fresh_pages",
      .iterations = RL_ITERS,
-     .setup = rl_setup_fresh,
+     .arg = RL_FRESH,
+     .setup = rl_setup,
      .run = rl_run,
      .teardown = rl_teardown},
     {.name = "mem_memcpy_fresh_pages",
+     .group = &reloc_group,
      .description = "baseline: memcpy into a buffer mmap'd anew each run; one op = 1 MiB",
      .iterations = RL_ITERS,
-     .setup = mc_setup_fresh,
+     .arg = RL_FRESH,
+     .setup = mc_setup,
      .run = mc_run,
      .teardown = mc_teardown},
-};
-
-static const wb_section sections[] = {
-    {.json_key = "memory_storage_calls", .print_table = print_warm, .print_json = json_warm},
-    {.json_key = "memory_trace", .print_table = print_trace, .print_json = json_trace},
-    {.json_key = "memory_relocation",
-     .print_table = print_relocation,
-     .print_json = json_relocation},
 };
 
 void wb_register_memory(void) {
   base_alloc = weft_allocator_default();
   for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++) wb_register(&benches[i]);
-  for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
-    wb_register_section(&sections[i]);
 }

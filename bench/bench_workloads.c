@@ -22,18 +22,16 @@
  *
  * Every run checks what the kernels computed (blocking reads after the
  * timed part) against a host model of the same arithmetic, on both sides.
- * One operation = one launch (one baseline task). The "sched_workloads"
- * report section gives the cross-stream waits issued and elided and the
- * back-pressure waits (weft_device_stats_get deltas over the runs) and every
- * workload against its target (informational). */
+ * One operation = one launch (one baseline task). The weft workloads report
+ * the cross-stream waits issued and elided and the back-pressure waits
+ * (weft_device_stats_get deltas over the runs) to the "sched_workloads"
+ * group, and carry their targets (target_ns, informational). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/baseline_queue.h"
 #include "bench/harness.h"
-
-void wb_register_workloads(void); /* called by bench/main.c */
 
 #define NSTREAMS  4u
 #define FAN_WIDTH 8u
@@ -46,83 +44,23 @@ void wb_register_workloads(void); /* called by bench/main.c */
 
 static const uint32_t one3[3] = {1, 1, 1};
 
-/* ---- the benchmarks, their summaries for the section ------------------------------------- */
+/* The counters of the weft workloads (weft_device_stats_get deltas over every run). */
+enum { K_WAITS, K_ELIDED, K_BP_WAITS, K_PENDING_PEAK };
 
-enum {
-  B_CHAIN,
-  B_CHAIN_BASE,
-  B_INDEP,
-  B_INDEP_BASE,
-  B_FAN,
-  B_FAN_BASE,
-  B_SUB1,
-  B_SUB1_BASE,
-  B_SUB2,
-  B_SUB2_BASE,
-  B_SUB4,
-  B_SUB4_BASE,
-  /* the same weft workloads with the combining scheduler */
-  B_CHAIN_C,
-  B_INDEP_C,
-  B_FAN_C,
-  B_SUB1_C,
-  NBENCH
-};
-
-static const char *const bench_names[NBENCH] = {"sched_w1_chain",
-                                                "baseline_w1_chain",
-                                                "sched_w2_independent",
-                                                "baseline_w2_independent",
-                                                "sched_w3_fan",
-                                                "baseline_w3_fan",
-                                                "sched_w4_submit_1producer",
-                                                "baseline_w4_submit_1producer",
-                                                "sched_w4_submit_2producers",
-                                                "baseline_w4_submit_2producers",
-                                                "sched_w4_submit_4producers",
-                                                "baseline_w4_submit_4producers",
-                                                "sched_w1_chain_combining",
-                                                "sched_w2_independent_combining",
-                                                "sched_w3_fan_combining",
-                                                "sched_w4_submit_1producer_combining"};
-
-static bool combining(int id) {
-  return id >= B_CHAIN_C;
-}
-
-/* What one benchmark did over all its runs (warm-up runs included). */
-typedef struct summary {
-  bool ran;
-  uint64_t runs, ops;
-  uint64_t waits, elided; /* weft: cross-stream waits, stats deltas over the runs */
-  uint64_t bp_waits;      /* weft: back-pressure waits of the clients, the same way */
-  uint64_t pending_peak;  /* weft: stats.pending_peak after the latest run */
-  double *samples;        /* ns/op of every run, in order */
-  size_t nsamples, cap;
-} summary;
-
-static summary sums[NBENCH];
-
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n, size);
-  if (!p) wb_fatal("out of memory (%zu x %zu bytes)", n, size);
-  return p;
-}
-
-static void record(int id, uint64_t ns, uint64_t ops) {
-  summary *s = &sums[id];
-  if (s->nsamples == s->cap) {
-    size_t nc = s->cap ? s->cap * 2 : 16;
-    double *v = realloc(s->samples, nc * sizeof(double));
-    if (!v) wb_fatal("out of memory for samples");
-    s->samples = v;
-    s->cap = nc;
-  }
-  s->samples[s->nsamples++] = (double)ns / (double)ops;
-  s->ran = true;
-  s->runs++;
-  s->ops += ops;
-}
+static const wb_group waits_group = {
+    .title = "scheduler workloads: waits (weft_device_stats_get deltas over every run, warm-up "
+             "included; per operation = per launch)",
+    .json_key = "sched_workloads",
+    .legend = "waits_issued = stats.cross_stream_waits, waits_elided = stats.waits_elided, per "
+              "launch; bp_waits = stats.backpressure_waits (a client found max_pending_commands "
+              "pending); pending_peak = stats.pending_peak after the latest run.\n"
+              "W4 times only the weft_launch / bq_submit calls, in chunks of 4096 per producer, "
+              "each drained untimed; ns per call = time inside the calls summed over the "
+              "producers / calls",
+    .counters = {{"waits_issued", WB_PER_OP, 3},
+                 {"waits_elided", WB_PER_OP, 3},
+                 {"bp_waits", WB_TOTAL, 0},
+                 {"pending_peak", WB_LAST, 0}}};
 
 /* ---- the kernels' arithmetic, shared by both sides --------------------------------------- */
 
@@ -234,7 +172,7 @@ static uint64_t rr_share(uint64_t first, uint64_t n, uint32_t k) {
 #define MAX_BUFS (2u * FAN_WIDTH)
 
 typedef struct ws {
-  int id;
+  wb_ctx *c;
   weft_device *dev;
   weft_kernel kernel;
   weft_buffer bufs[MAX_BUFS];
@@ -261,14 +199,17 @@ static uint64_t read_u64(ws *s, uint32_t i, weft_stream_id stream) {
   return v;
 }
 
-static ws *ws_open(int id, const char *kname, weft_host_kernel_fn fn, uint32_t nbufs) {
-  ws *s = xcalloc(1, sizeof(*s));
-  s->id = id;
+/* arg of a weft workload: COMBINING for the combining scheduler; W4: | its producers. */
+#define COMBINING 0x10
+
+static ws *ws_open(wb_ctx *c, const char *kname, weft_host_kernel_fn fn, uint32_t nbufs) {
+  ws *s = wb_calloc(1, sizeof(*s));
+  s->c = c;
   weft_device_options o;
   weft_device_options_init(&o);
   o.backend = WEFT_BACKEND_HOST;
   if (o.max_streams < NSTREAMS) o.max_streams = NSTREAMS;
-  o.scheduler = combining(id) ? WEFT_SCHEDULER_COMBINING : WEFT_SCHEDULER_THREAD;
+  o.scheduler = wb_arg(c) & COMBINING ? WEFT_SCHEDULER_COMBINING : WEFT_SCHEDULER_THREAD;
   wb_check(weft_device_open(&o, &s->dev), "weft_device_open");
   wb_check(weft_kernel_host(s->dev, kname, fn, NULL, &s->kernel), "weft_kernel_host");
   s->nbufs = nbufs;
@@ -285,28 +226,26 @@ static void ws_sync_streams(ws *s, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) wb_check(weft_sync(s->dev, i), "weft_sync");
 }
 
-/* Adds the run's stats deltas to the summary (untimed). Called right after the
- * timed part, before the run's check, whose reads are not the workload's: the
- * run takes a new s->last after its check. */
-static void ws_account(ws *s, uint64_t ns, uint64_t n) {
+/* Reports the run's stats deltas (untimed). Called right after the timed
+ * part, before the run's check, whose reads are not the workload's: the run
+ * takes a new s->last after its check. */
+static void ws_account(ws *s) {
   weft_device_stats now = stats_of(s->dev);
-  summary *sm = &sums[s->id];
-  sm->waits += now.cross_stream_waits - s->last.cross_stream_waits;
-  sm->elided += now.waits_elided - s->last.waits_elided;
-  sm->bp_waits += now.backpressure_waits - s->last.backpressure_waits;
-  sm->pending_peak = now.pending_peak;
+  wb_report(s->c, K_WAITS, (double)(now.cross_stream_waits - s->last.cross_stream_waits));
+  wb_report(s->c, K_ELIDED, (double)(now.waits_elided - s->last.waits_elided));
+  wb_report(s->c, K_BP_WAITS, (double)(now.backpressure_waits - s->last.backpressure_waits));
+  wb_report(s->c, K_PENDING_PEAK, (double)now.pending_peak);
   s->last = now;
-  record(s->id, ns, n);
 }
 
-static void ws_teardown(void *state) {
+static void ws_teardown(void *state, wb_ctx *c) {
+  (void)c;
   ws *s = state;
   weft_device_stats st = stats_of(s->dev);
   if (st.launches_run != s->launched || st.launches_failed || st.launches_skipped)
     wb_fatal("%s: weft ran %" PRIu64 " of %" PRIu64 " launches (%" PRIu64 " failed, %" PRIu64
              " skipped)",
-             bench_names[s->id], st.launches_run, s->launched, st.launches_failed,
-             st.launches_skipped);
+             wb_name(s->c), st.launches_run, s->launched, st.launches_failed, st.launches_skipped);
   for (uint32_t i = 0; i < s->nbufs; i++)
     wb_check(weft_buffer_release(s->dev, s->bufs[i]), "weft_buffer_release");
   weft_device_close(s->dev);
@@ -329,8 +268,8 @@ static void chain_check(ws *s) {
     wb_fatal("sched_w1_chain: the chain holds %" PRIu64 " after %" PRIu64 " launches", v, k);
 }
 
-static void chain_setup_id(void **state, int id) {
-  ws *s = ws_open(id, "wb_chain", chain_kernel, 2);
+static void chain_setup(void **state, wb_ctx *c) {
+  ws *s = ws_open(c, "wb_chain", chain_kernel, 2);
   for (int i = 0; i < 16; i++) chain_launch(s);
   ws_sync_streams(s, 1);
   s->launched = 16;
@@ -339,22 +278,15 @@ static void chain_setup_id(void **state, int id) {
   *state = s;
 }
 
-static void chain_setup(void **state) {
-  chain_setup_id(state, B_CHAIN);
-}
-
-static void chain_setup_c(void **state) {
-  chain_setup_id(state, B_CHAIN_C);
-}
-
-static uint64_t chain_run(void *state, uint64_t n) {
+static uint64_t chain_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   ws *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) chain_launch(s);
   wb_check(weft_sync(s->dev, 0), "weft_sync");
   uint64_t t1 = wb_now_ns();
   s->launched += n;
-  ws_account(s, t1 - t0, n);
+  ws_account(s);
   chain_check(s);
   s->last = stats_of(s->dev);
   return t1 - t0;
@@ -371,13 +303,13 @@ static void indep_check(ws *s, uint32_t nstreams) {
   for (uint32_t k = 0; k < nstreams; k++) {
     uint64_t v = read_u64(s, k, k);
     if (v != s->expect[k])
-      wb_fatal("%s: stream %u's buffer holds %" PRIu64 ", expected %" PRIu64, bench_names[s->id], k,
-               v, s->expect[k]);
+      wb_fatal("%s: stream %u's buffer holds %" PRIu64 ", expected %" PRIu64, wb_name(s->c), k, v,
+               s->expect[k]);
   }
 }
 
-static ws *indep_open(int id, uint32_t nstreams) {
-  ws *s = ws_open(id, "wb_indep", indep_kernel, nstreams);
+static ws *indep_open(wb_ctx *c, uint32_t nstreams) {
+  ws *s = ws_open(c, "wb_indep", indep_kernel, nstreams);
   for (uint32_t k = 0; k < nstreams; k++)
     for (int i = 0; i < 4; i++) {
       indep_launch(s, k);
@@ -390,15 +322,12 @@ static ws *indep_open(int id, uint32_t nstreams) {
   return s;
 }
 
-static void indep_setup(void **state) {
-  *state = indep_open(B_INDEP, NSTREAMS);
+static void indep_setup(void **state, wb_ctx *c) {
+  *state = indep_open(c, NSTREAMS);
 }
 
-static void indep_setup_c(void **state) {
-  *state = indep_open(B_INDEP_C, NSTREAMS);
-}
-
-static uint64_t indep_run(void *state, uint64_t n) {
+static uint64_t indep_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   ws *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) indep_launch(s, (uint32_t)(s->rr++ % NSTREAMS));
@@ -406,7 +335,7 @@ static uint64_t indep_run(void *state, uint64_t n) {
   uint64_t t1 = wb_now_ns();
   for (uint32_t k = 0; k < NSTREAMS; k++) s->expect[k] += rr_share(s->rr - n, n, k);
   s->launched += n;
-  ws_account(s, t1 - t0, n);
+  ws_account(s);
   indep_check(s, NSTREAMS);
   s->last = stats_of(s->dev);
   return t1 - t0;
@@ -439,8 +368,8 @@ static void fan_check(ws *s) {
     }
 }
 
-static void fan_setup_id(void **state, int id) {
-  ws *s = ws_open(id, "wb_fan", fan_kernel, 2u * FAN_WIDTH);
+static void fan_setup(void **state, wb_ctx *c) {
+  ws *s = ws_open(c, "wb_fan", fan_kernel, 2u * FAN_WIDTH);
   fan_model_init(s->fan_model);
   for (uint32_t set = 0; set < 2; set++)
     for (uint32_t j = 0; j < FAN_WIDTH; j++)
@@ -456,22 +385,15 @@ static void fan_setup_id(void **state, int id) {
   *state = s;
 }
 
-static void fan_setup(void **state) {
-  fan_setup_id(state, B_FAN);
-}
-
-static void fan_setup_c(void **state) {
-  fan_setup_id(state, B_FAN_C);
-}
-
-static uint64_t fan_run(void *state, uint64_t n) {
+static uint64_t fan_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   ws *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) fan_launch(s);
   ws_sync_streams(s, NSTREAMS);
   uint64_t t1 = wb_now_ns();
   s->launched += n;
-  ws_account(s, t1 - t0, n);
+  ws_account(s);
   fan_check(s); /* its reads on stream 0 wait on the other streams: not the workload's */
   s->last = stats_of(s->dev);
   return t1 - t0;
@@ -493,36 +415,22 @@ static void submit_producer(void *state, unsigned idx, uint64_t count) {
   s->expect[idx] += count;
 }
 
-static void submit_setup(void **state, int id, unsigned nproducers) {
-  ws *s = indep_open(id, nproducers);
+static void submit_setup(void **state, wb_ctx *c) {
+  unsigned nproducers = (unsigned)wb_arg(c) & 0xfu;
+  ws *s = indep_open(c, nproducers);
   s->nproducers = nproducers;
   *state = s;
 }
 
-static void submit_setup_1(void **state) {
-  submit_setup(state, B_SUB1, 1);
-}
-
-static void submit_setup_2(void **state) {
-  submit_setup(state, B_SUB2, 2);
-}
-
-static void submit_setup_4(void **state) {
-  submit_setup(state, B_SUB4, 4);
-}
-
-static void submit_setup_1c(void **state) {
-  submit_setup(state, B_SUB1_C, 1);
-}
-
 /* ns per call = time all producers spent inside weft_launch / calls. */
-static uint64_t submit_run(void *state, uint64_t n) {
+static uint64_t submit_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   ws *s = state;
   wb_run_threads(s->nproducers, n, submit_producer, s);
   uint64_t ns = 0;
   for (unsigned p = 0; p < s->nproducers; p++) ns += s->thread_ns[p];
   s->launched += n;
-  ws_account(s, ns, n);
+  ws_account(s);
   indep_check(s, s->nproducers);
   s->last = stats_of(s->dev);
   return ns;
@@ -531,7 +439,7 @@ static uint64_t submit_run(void *state, uint64_t n) {
 /* ---- baseline side ----------------------------------------------------------------------- */
 
 typedef struct bs {
-  int id;
+  wb_ctx *c;
   unsigned nqueues;
   bq_queue *q[NSTREAMS];
   uint64_t submitted;
@@ -545,9 +453,11 @@ typedef struct bs {
   uint64_t thread_ns[NSTREAMS];
 } bs;
 
-static bs *bs_open(int id, unsigned nqueues) {
-  bs *s = xcalloc(1, sizeof(*s));
-  s->id = id;
+/* arg of a baseline: its queues (one worker each). */
+static bs *bs_open(wb_ctx *c) {
+  unsigned nqueues = (unsigned)wb_arg(c);
+  bs *s = wb_calloc(1, sizeof(*s));
+  s->c = c;
   s->nqueues = nqueues;
   for (unsigned i = 0; i < nqueues; i++) s->q[i] = bq_create();
   return s;
@@ -557,7 +467,8 @@ static void bs_sync_all(bs *s) {
   for (unsigned i = 0; i < s->nqueues; i++) bq_sync(s->q[i]);
 }
 
-static void bs_teardown(void *state) {
+static void bs_teardown(void *state, wb_ctx *c) {
+  (void)c;
   bs *s = state;
   uint64_t done = 0, failed = 0;
   for (unsigned i = 0; i < s->nqueues; i++) {
@@ -567,19 +478,20 @@ static void bs_teardown(void *state) {
   }
   if (done != s->submitted || failed)
     wb_fatal("%s: the baseline ran %" PRIu64 " of %" PRIu64 " tasks (%" PRIu64 " failed)",
-             bench_names[s->id], done, s->submitted, failed);
+             wb_name(s->c), done, s->submitted, failed);
   free(s);
 }
 
 /* W1: task k reads mem[0][k % 2] and writes mem[0][(k + 1) % 2], one queue. */
-static void bchain_setup(void **state) {
-  bs *s = bs_open(B_CHAIN_BASE, 1);
+static void bchain_setup(void **state, wb_ctx *c) {
+  bs *s = bs_open(c);
   for (int k = 0; k < 2; k++)
     s->args[0][k] = (task_args){.a = &s->mem[0][k], .out = &s->mem[0][(k + 1) % 2]};
   *state = s;
 }
 
-static uint64_t bchain_run(void *state, uint64_t n) {
+static uint64_t bchain_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   bs *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) bq_submit(s->q[0], chain_task, &s->args[0][s->chain_k++ % 2]);
@@ -589,23 +501,23 @@ static uint64_t bchain_run(void *state, uint64_t n) {
   if (s->mem[0][s->chain_k % 2] != s->chain_k)
     wb_fatal("baseline_w1_chain: the chain holds %" PRIu64 " after %" PRIu64 " tasks",
              s->mem[0][s->chain_k % 2], s->chain_k);
-  record(s->id, t1 - t0, n);
   return t1 - t0;
 }
 
 static void bindep_check(bs *s) {
   for (unsigned k = 0; k < s->nqueues; k++)
     if (s->mem[0][k] != s->expect[k])
-      wb_fatal("%s: queue %u's counter is %" PRIu64 ", expected %" PRIu64, bench_names[s->id], k,
+      wb_fatal("%s: queue %u's counter is %" PRIu64 ", expected %" PRIu64, wb_name(s->c), k,
                s->mem[0][k], s->expect[k]);
 }
 
 /* W2: one producer, round-robin over 4 queues (one worker each), own counter per queue. */
-static void bindep_setup(void **state) {
-  *state = bs_open(B_INDEP_BASE, NSTREAMS);
+static void bindep_setup(void **state, wb_ctx *c) {
+  *state = bs_open(c);
 }
 
-static uint64_t bindep_run(void *state, uint64_t n) {
+static uint64_t bindep_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   bs *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) {
@@ -617,14 +529,13 @@ static uint64_t bindep_run(void *state, uint64_t n) {
   s->submitted += n;
   for (uint32_t k = 0; k < NSTREAMS; k++) s->expect[k] += rr_share(s->rr - n, n, k);
   bindep_check(s);
-  record(s->id, t1 - t0, n);
   return t1 - t0;
 }
 
 /* W3: 4 queues; task j of layer L on queue (j + 2L) % 4, as weft's streams; the naive
  * executor cannot order across queues, so it syncs every queue between layers. */
-static void bfan_setup(void **state) {
-  bs *s = bs_open(B_FAN_BASE, NSTREAMS);
+static void bfan_setup(void **state, wb_ctx *c) {
+  bs *s = bs_open(c);
   fan_model_init(s->fan_model);
   memcpy(s->mem, s->fan_model, sizeof(s->mem));
   for (uint32_t set = 0; set < 2; set++)
@@ -636,7 +547,8 @@ static void bfan_setup(void **state) {
   *state = s;
 }
 
-static uint64_t bfan_run(void *state, uint64_t n) {
+static uint64_t bfan_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   bs *s = state;
   uint64_t t0 = wb_now_ns();
   for (uint64_t i = 0; i < n; i++) {
@@ -651,7 +563,6 @@ static uint64_t bfan_run(void *state, uint64_t n) {
   s->submitted += n;
   if (memcmp(s->mem, s->fan_model, sizeof(s->mem)) != 0)
     wb_fatal("baseline_w3_fan: the buffers differ from the model at layer %" PRIu64, s->fan.layer);
-  record(s->id, t1 - t0, n);
   return t1 - t0;
 }
 
@@ -671,207 +582,27 @@ static void bsubmit_producer(void *state, unsigned idx, uint64_t count) {
   s->expect[idx] += count;
 }
 
-static void bsubmit_setup_1(void **state) {
-  *state = bs_open(B_SUB1_BASE, 1);
+static void bsubmit_setup(void **state, wb_ctx *c) {
+  *state = bs_open(c);
 }
 
-static void bsubmit_setup_2(void **state) {
-  *state = bs_open(B_SUB2_BASE, 2);
-}
-
-static void bsubmit_setup_4(void **state) {
-  *state = bs_open(B_SUB4_BASE, 4);
-}
-
-static uint64_t bsubmit_run(void *state, uint64_t n) {
+static uint64_t bsubmit_run(void *state, uint64_t n, wb_ctx *c) {
+  (void)c;
   bs *s = state;
   wb_run_threads(s->nqueues, n, bsubmit_producer, s);
   uint64_t ns = 0;
   for (unsigned p = 0; p < s->nqueues; p++) ns += s->thread_ns[p];
   s->submitted += n;
   bindep_check(s);
-  record(s->id, ns, n);
   return ns;
-}
-
-/* ---- the report section ------------------------------------------------------------------ */
-
-typedef struct target_row {
-  const char *workload;
-  int weft, base;
-  double target_ns;
-} target_row;
-
-static const target_row targets[] = {
-    {"W1 chain", B_CHAIN, B_CHAIN_BASE, 100.0},
-    {"W2 independent", B_INDEP, B_INDEP_BASE, 100.0},
-    {"W3 fan", B_FAN, B_FAN_BASE, 300.0},
-    {"W4 submit, 1 producer", B_SUB1, B_SUB1_BASE, 100.0},
-    {"W4 submit, 2 producers", B_SUB2, B_SUB2_BASE, 0.0},
-    {"W4 submit, 4 producers", B_SUB4, B_SUB4_BASE, 0.0},
-    {"W1 chain, combining", B_CHAIN_C, B_CHAIN_BASE, 100.0},
-    {"W2 independent, combining", B_INDEP_C, B_INDEP_BASE, 100.0},
-    {"W3 fan, combining", B_FAN_C, B_FAN_BASE, 300.0},
-    {"W4 submit 1p, combining", B_SUB1_C, B_SUB1_BASE, 100.0},
-};
-#define NTARGETS (sizeof(targets) / sizeof(targets[0]))
-
-static const int wait_rows[] = {B_CHAIN, B_INDEP,   B_FAN,     B_SUB1,  B_SUB2,
-                                B_SUB4,  B_CHAIN_C, B_INDEP_C, B_FAN_C, B_SUB1_C};
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* The median of a benchmark's samples (every run); 0 when it did not run. */
-static double median_of(int id) {
-  const summary *s = &sums[id];
-  if (!s->nsamples) return 0.0;
-  double *v = xcalloc(s->nsamples, sizeof(double));
-  memcpy(v, s->samples, s->nsamples * sizeof(double));
-  qsort(v, s->nsamples, sizeof(double), cmp_double);
-  size_t n = s->nsamples;
-  double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-  free(v);
-  return m;
-}
-
-static double per_op(uint64_t count, uint64_t ops) {
-  return ops ? (double)count / (double)ops : 0.0;
-}
-
-static const char *rule(void) {
-  return "--------------------------------------------------------------------------------"
-         "------------------------------------------------------------";
-}
-
-static bool print_workloads(FILE *f) {
-  bool any = false, any_w4 = false;
-  for (size_t r = 0; r < NTARGETS; r++) {
-    any |= sums[targets[r].weft].ran;
-    any_w4 |=
-        sums[targets[r].weft].ran && (targets[r].weft >= B_SUB1 && targets[r].weft <= B_SUB4_BASE);
-  }
-  if (!any) return true; /* none of the weft workloads ran */
-
-  fputs("\nscheduler workloads: waits (weft_device_stats_get deltas over every run, warm-up "
-        "included)\n\n",
-        f);
-  fprintf(f, "%-36s  %5s  %10s  %12s  %12s  %13s  %13s  %8s  %12s\n", "benchmark", "runs",
-          "launches", "waits issued", "waits elided", "issued/launch", "elided/launch", "bp waits",
-          "pending peak");
-  fprintf(f, "%.*s\n", 135, rule());
-  for (size_t r = 0; r < sizeof(wait_rows) / sizeof(wait_rows[0]); r++) {
-    const summary *s = &sums[wait_rows[r]];
-    if (!s->ran) continue;
-    fprintf(f,
-            "%-36s  %5" PRIu64 "  %10" PRIu64 "  %12" PRIu64 "  %12" PRIu64
-            "  %13.3f  %13.3f  %8" PRIu64 "  %12" PRIu64 "\n",
-            bench_names[wait_rows[r]], s->runs, s->ops, s->waits, s->elided,
-            per_op(s->waits, s->ops), per_op(s->elided, s->ops), s->bp_waits, s->pending_peak);
-  }
-  fputs("waits issued = stats.cross_stream_waits, elided = stats.waits_elided; bp waits = "
-        "stats.backpressure_waits (a client found max_pending_commands pending); pending peak = "
-        "stats.pending_peak\n",
-        f);
-
-  fputs("\nscheduler workloads: ns per launch (W4: per weft_launch call) against the targets\n"
-        "(median over every run, warm-up included; informational: a target never fails the "
-        "run)\n\n",
-        f);
-  fprintf(f, "%-27s  %9s  %11s  %7s  %9s  %11s  %s\n", "workload", "weft ns", "baseline ns",
-          "ratio", "target ns", "weft/target", "verdict");
-  fprintf(f, "%.*s\n", 98, rule());
-  for (size_t r = 0; r < NTARGETS; r++) {
-    const target_row *t = &targets[r];
-    if (!sums[t->weft].ran) continue;
-    double w = median_of(t->weft), b = median_of(t->base);
-    char bcell[32] = "-", rcell[32] = "-", tcell[32] = "-", gcell[32] = "-";
-    const char *verdict = "no target";
-    if (sums[t->base].ran) {
-      snprintf(bcell, sizeof(bcell), "%.1f", b);
-      if (b > 0.0) snprintf(rcell, sizeof(rcell), "%.2f", w / b);
-    }
-    if (t->target_ns > 0.0) {
-      snprintf(tcell, sizeof(tcell), "%.0f", t->target_ns);
-      snprintf(gcell, sizeof(gcell), "%.2fx", w / t->target_ns);
-      verdict = w <= t->target_ns ? "met" : "NOT MET";
-    }
-    fprintf(f, "%-27s  %9.1f  %11s  %7s  %9s  %11s  %s\n", t->workload, w, bcell, rcell, tcell,
-            gcell, verdict);
-  }
-  if (any_w4)
-    fprintf(f,
-            "W4 times only the weft_launch / bq_submit calls, in chunks of %u per producer, each "
-            "drained untimed;\nns per call = time inside the calls summed over the producers / "
-            "calls\n",
-            W4_CHUNK);
-  return true;
-}
-
-static void json_workloads(FILE *f) {
-  fputs("{\"waits\": [", f);
-  bool first = true;
-  for (size_t r = 0; r < sizeof(wait_rows) / sizeof(wait_rows[0]); r++) {
-    const summary *s = &sums[wait_rows[r]];
-    if (!s->ran) continue;
-    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
-    first = false;
-    wb_json_string(f, bench_names[wait_rows[r]]);
-    fprintf(f,
-            ", \"runs\": %" PRIu64 ", \"launches\": %" PRIu64 ", \"waits_issued\": %" PRIu64
-            ", \"waits_elided\": %" PRIu64 ", \"backpressure_waits\": %" PRIu64
-            ", \"pending_peak\": %" PRIu64 ", \"issued_per_launch\": ",
-            s->runs, s->ops, s->waits, s->elided, s->bp_waits, s->pending_peak);
-    wb_json_number(f, per_op(s->waits, s->ops));
-    fputs(", \"elided_per_launch\": ", f);
-    wb_json_number(f, per_op(s->elided, s->ops));
-    fputc('}', f);
-  }
-  fputs(first ? "]" : "\n  ]", f);
-  fputs(",\n  \"targets\": [", f);
-  first = true;
-  for (size_t r = 0; r < NTARGETS; r++) {
-    const target_row *t = &targets[r];
-    if (!sums[t->weft].ran) continue;
-    double w = median_of(t->weft), b = median_of(t->base);
-    fputs(first ? "\n    {\"workload\": " : ",\n    {\"workload\": ", f);
-    first = false;
-    wb_json_string(f, t->workload);
-    fputs(", \"name\": ", f);
-    wb_json_string(f, bench_names[t->weft]);
-    fputs(", \"baseline\": ", f);
-    wb_json_string(f, bench_names[t->base]);
-    fputs(", \"median_ns\": ", f);
-    wb_json_number(f, w);
-    fputs(", \"baseline_median_ns\": ", f);
-    if (sums[t->base].ran)
-      wb_json_number(f, b);
-    else
-      fputs("null", f);
-    fputs(", \"ratio\": ", f);
-    if (sums[t->base].ran && b > 0.0)
-      wb_json_number(f, w / b);
-    else
-      fputs("null", f);
-    fputs(", \"target_ns\": ", f);
-    if (t->target_ns > 0.0) {
-      wb_json_number(f, t->target_ns);
-      fputs(", \"vs_target\": ", f);
-      wb_json_number(f, w / t->target_ns);
-      fprintf(f, ", \"target_met\": %s}", w <= t->target_ns ? "true" : "false");
-    } else {
-      fputs("null, \"vs_target\": null, \"target_met\": null}", f);
-    }
-  }
-  fputs(first ? "]}" : "\n  ]}", f);
 }
 
 /* ---- registration ------------------------------------------------------------------------ */
 
 static const wb_bench benches[] = {
     {.name = "sched_w1_chain",
+     .group = &waits_group,
+     .target_ns = 100,
      .description = "W1: one stream, each launch reads the 8-byte buffer the previous one wrote "
                     "(R + W binding, out = in + 1); submit to completion",
      .baseline = "baseline_w1_chain",
@@ -882,10 +613,13 @@ static const wb_bench benches[] = {
     {.name = "baseline_w1_chain",
      .description = "naive queue: W1's chain as tasks on one mutex+condvar queue and worker",
      .iterations = ITERS_CHAIN,
+     .arg = 1,
      .setup = bchain_setup,
      .run = bchain_run,
      .teardown = bs_teardown},
     {.name = "sched_w2_independent",
+     .group = &waits_group,
+     .target_ns = 100,
      .description = "W2: one client, launches round-robin over streams 0..3, each stream its own "
                     "buffer (READ_WRITE, ++); submit to completion",
      .baseline = "baseline_w2_independent",
@@ -896,10 +630,13 @@ static const wb_bench benches[] = {
     {.name = "baseline_w2_independent",
      .description = "naive queue: W2's tasks round-robin over 4 queues, one worker each",
      .iterations = ITERS_INDEPENDENT,
+     .arg = NSTREAMS,
      .setup = bindep_setup,
      .run = bindep_run,
      .teardown = bs_teardown},
     {.name = "sched_w3_fan",
+     .group = &waits_group,
+     .target_ns = 300,
      .description = "W3: layers of 8 launches, each reads 2 buffers of the previous layer and "
                     "writes its own; layers spread over 4 streams, every input crosses streams",
      .baseline = "baseline_w3_fan",
@@ -911,84 +648,103 @@ static const wb_bench benches[] = {
      .description = "naive queue: W3's tasks on 4 queues (one worker each), every queue synced "
                     "between layers",
      .iterations = ITERS_FAN,
+     .arg = NSTREAMS,
      .setup = bfan_setup,
      .run = bfan_run,
      .teardown = bs_teardown},
     {.name = "sched_w4_submit_1producer",
+     .group = &waits_group,
+     .target_ns = 100,
      .description = "W4: ns inside weft_launch (W2's launch, no completion), 1 client thread on "
                     "its own stream",
      .baseline = "baseline_w4_submit_1producer",
      .iterations = ITERS_SUBMIT,
-     .setup = submit_setup_1,
+     .arg = 1,
+     .setup = submit_setup,
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_1producer",
      .description = "naive queue: ns inside bq_submit, 1 producer on its own queue",
      .iterations = ITERS_SUBMIT,
-     .setup = bsubmit_setup_1,
+     .arg = 1,
+     .setup = bsubmit_setup,
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w4_submit_2producers",
+     .group = &waits_group,
      .description = "W4: ns inside weft_launch, 2 client threads, each on its own stream",
      .baseline = "baseline_w4_submit_2producers",
      .iterations = ITERS_SUBMIT,
-     .setup = submit_setup_2,
+     .arg = 2,
+     .setup = submit_setup,
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_2producers",
      .description = "naive queue: ns inside bq_submit, 2 producers, each on its own queue",
      .iterations = ITERS_SUBMIT,
-     .setup = bsubmit_setup_2,
+     .arg = 2,
+     .setup = bsubmit_setup,
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w4_submit_4producers",
+     .group = &waits_group,
      .description = "W4: ns inside weft_launch, 4 client threads, each on its own stream",
      .baseline = "baseline_w4_submit_4producers",
      .iterations = ITERS_SUBMIT,
-     .setup = submit_setup_4,
+     .arg = 4,
+     .setup = submit_setup,
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_4producers",
      .description = "naive queue: ns inside bq_submit, 4 producers, each on its own queue",
      .iterations = ITERS_SUBMIT,
-     .setup = bsubmit_setup_4,
+     .arg = 4,
+     .setup = bsubmit_setup,
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w1_chain_combining",
+     .group = &waits_group,
+     .target_ns = 100,
      .description = "W1 with the combining scheduler (the client schedules its own launches)",
      .baseline = "baseline_w1_chain",
      .iterations = ITERS_CHAIN,
-     .setup = chain_setup_c,
+     .arg = COMBINING,
+     .setup = chain_setup,
      .run = chain_run,
      .teardown = ws_teardown},
     {.name = "sched_w2_independent_combining",
+     .group = &waits_group,
+     .target_ns = 100,
      .description = "W2 with the combining scheduler",
      .baseline = "baseline_w2_independent",
      .iterations = ITERS_INDEPENDENT,
-     .setup = indep_setup_c,
+     .arg = COMBINING,
+     .setup = indep_setup,
      .run = indep_run,
      .teardown = ws_teardown},
     {.name = "sched_w3_fan_combining",
+     .group = &waits_group,
+     .target_ns = 300,
      .description = "W3 with the combining scheduler",
      .baseline = "baseline_w3_fan",
      .iterations = ITERS_FAN,
-     .setup = fan_setup_c,
+     .arg = COMBINING,
+     .setup = fan_setup,
      .run = fan_run,
      .teardown = ws_teardown},
     {.name = "sched_w4_submit_1producer_combining",
+     .group = &waits_group,
+     .target_ns = 100,
      .description = "W4 (1 producer) with the combining scheduler: weft_launch now includes "
                     "scheduling",
      .baseline = "baseline_w4_submit_1producer",
      .iterations = ITERS_SUBMIT,
-     .setup = submit_setup_1c,
+     .arg = 1 | COMBINING,
+     .setup = submit_setup,
      .run = submit_run,
      .teardown = ws_teardown},
 };
 
-static const wb_section section = {
-    .json_key = "sched_workloads", .print_table = print_workloads, .print_json = json_workloads};
-
 void wb_register_workloads(void) {
   for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++) wb_register(&benches[i]);
-  wb_register_section(&section);
 }

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #define WB_MAX_BENCHES  128
-#define WB_MAX_SECTIONS 8
 #define WB_QUICK_FACTOR 0.1 /* --quick: 1/10 of the iterations */
 #define WB_MAX_REPS     100000u
 
@@ -24,8 +23,6 @@
 
 static const wb_bench *registry[WB_MAX_BENCHES];
 static size_t nregistered;
-static const wb_section *sections[WB_MAX_SECTIONS];
-static size_t nsections;
 
 static int find_bench(const char *name) {
   for (size_t i = 0; i < nregistered; i++)
@@ -39,13 +36,6 @@ void wb_register(const wb_bench *b) {
   if (find_bench(b->name) >= 0) wb_fatal("benchmark %s is registered twice", b->name);
   if (nregistered == WB_MAX_BENCHES) wb_fatal("more than %d benchmarks", WB_MAX_BENCHES);
   registry[nregistered++] = b;
-}
-
-void wb_register_section(const wb_section *s) {
-  if (!s || !s->json_key || !s->print_table || !s->print_json)
-    wb_fatal("a report section without a JSON key or a print function was registered");
-  if (nsections == WB_MAX_SECTIONS) wb_fatal("more than %d report sections", WB_MAX_SECTIONS);
-  sections[nsections++] = s;
 }
 
 uint64_t wb_now_ns(void) {
@@ -249,21 +239,146 @@ static int parse_args(int argc, char **argv, wb_config *cfg) {
   return 0;
 }
 
-/* ---- running -------------------------------------------------------------------------------- */
+/* ---- results and what benchmarks report ----------------------------------------------------- */
 
-typedef struct wb_result {
+/* One counter's reports, folded as its wb_fold says. */
+typedef struct wb_fold_state {
+  bool have;
+  double sum, last, min, max;
+  double *vals; /* WB_MEDIAN: every value */
+  size_t n, cap;
+} wb_fold_state;
+
+/* One benchmark against another, run k against run k of the same round. */
+typedef struct wb_pair {
+  int other; /* result index, or -1 */
+  double target;
+  unsigned rounds; /* rounds where both timed something */
+  double median, min, max, cpu_median, cpu_min, cpu_max;
+} wb_pair;
+
+struct wb_ctx {
   const wb_bench *bench;
   uint64_t iterations;
-  double *samples; /* [reps] ns/op, in run order */
-  double min, median, max, ops_per_s;
-  void *state;  /* what setup made */
-  int baseline; /* index into the results, or -1 */
-  double ratio; /* valid when baseline >= 0 */
-} wb_result;
+  double *wall, *cpu; /* [reps] ns/op of the measured runs, in run order */
+  uint64_t runs, ops; /* every run, warm-up included */
+  void *state;        /* what setup made */
+  double min, median, max, ops_per_s, cpu_median;
+  bool skipped; /* every measured run timed nothing */
+  double ratio; /* median / baseline median, when paired_base.other >= 0 */
+  wb_pair paired_base, paired_versus;
+  wb_fold_state counters[WB_MAX_COUNTERS];
+};
+
+typedef struct wb_note_rec {
+  const wb_ctx *from;
+  bool warning;
+  char *text;
+} wb_note_rec;
+
+static wb_note_rec *notes;
+static size_t nnotes, notes_cap;
+
+static unsigned ncounters(const wb_group *g) {
+  unsigned n = 0;
+  while (g && n < WB_MAX_COUNTERS && g->counters[n].name) n++;
+  return n;
+}
+
+void *wb_calloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p) wb_fatal("out of memory (%zu x %zu bytes)", n, size);
+  return p;
+}
+
+const char *wb_name(const wb_ctx *c) {
+  return c->bench->name;
+}
+
+int wb_arg(const wb_ctx *c) {
+  return c->bench->arg;
+}
+
+void wb_report(wb_ctx *c, unsigned counter, double value) {
+  const wb_group *g = c->bench->group;
+  if (counter >= ncounters(g))
+    wb_fatal("%s reported counter %u, which its group does not declare", c->bench->name, counter);
+  wb_fold_state *f = &c->counters[counter];
+  if (!f->have) {
+    f->min = f->max = value;
+  } else {
+    if (value < f->min) f->min = value;
+    if (value > f->max) f->max = value;
+  }
+  f->have = true;
+  f->sum += value;
+  f->last = value;
+  if (g->counters[counter].fold == WB_MEDIAN) {
+    if (f->n == f->cap) {
+      size_t nc = f->cap ? f->cap * 2 : 16;
+      double *v = realloc(f->vals, nc * sizeof(double));
+      if (!v) wb_fatal("out of memory for counter values");
+      f->vals = v;
+      f->cap = nc;
+    }
+    f->vals[f->n++] = value;
+  }
+}
+
+static void add_note(wb_ctx *c, bool warning, const char *fmt, va_list ap) {
+  char line[1024];
+  vsnprintf(line, sizeof(line), fmt, ap);
+  if (nnotes == notes_cap) {
+    size_t nc = notes_cap ? notes_cap * 2 : 16;
+    wb_note_rec *v = realloc(notes, nc * sizeof(*v));
+    if (!v) wb_fatal("out of memory for notes");
+    notes = v;
+    notes_cap = nc;
+  }
+  char *text = strdup(line);
+  if (!text) wb_fatal("out of memory for notes");
+  notes[nnotes++] = (wb_note_rec){.from = c, .warning = warning, .text = text};
+}
+
+void wb_note(wb_ctx *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  add_note(c, false, fmt, ap);
+  va_end(ap);
+}
+
+void wb_warn(wb_ctx *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  add_note(c, true, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- running -------------------------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* Sorts |v| in place and returns its median (the mean of the middle two of an even count). */
+static double median_sort(double *v, size_t n) {
+  if (n == 0) return 0.0;
+  qsort(v, n, sizeof(double), cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+static double median_copy(const double *v, size_t n, double *scratch) {
+  memcpy(scratch, v, n * sizeof(double));
+  return median_sort(scratch, n);
+}
+
+/* CPU time of the whole process (every thread) in nanoseconds. */
+static uint64_t cpu_now_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+    wb_fatal("clock_gettime: %s", strerror(errno));
+  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
 static uint64_t scaled_iterations(const wb_bench *b, const wb_config *cfg) {
@@ -272,34 +387,20 @@ static uint64_t scaled_iterations(const wb_bench *b, const wb_config *cfg) {
   return n < 1.0 ? 1 : (uint64_t)n;
 }
 
-static void prepare(const wb_bench *b, const wb_config *cfg, wb_result *r) {
+static void prepare(const wb_bench *b, const wb_config *cfg, wb_ctx *r) {
   r->bench = b;
   r->iterations = scaled_iterations(b, cfg);
-  r->samples = calloc(cfg->reps, sizeof(double));
-  if (!r->samples) wb_fatal("out of memory for %u samples", cfg->reps);
-  r->baseline = -1;
-  r->state = NULL;
-  if (b->setup) b->setup(&r->state);
-}
-
-static void summarize(const wb_config *cfg, wb_result *r) {
-  double *sorted = calloc(cfg->reps, sizeof(double));
-  if (!sorted) wb_fatal("out of memory for %u samples", cfg->reps);
-  memcpy(sorted, r->samples, cfg->reps * sizeof(double));
-  qsort(sorted, cfg->reps, sizeof(double), cmp_double);
-  r->min = sorted[0];
-  r->max = sorted[cfg->reps - 1];
-  unsigned mid = cfg->reps / 2;
-  r->median = cfg->reps % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2.0;
-  r->ops_per_s = r->median > 0.0 ? 1e9 / r->median : 0.0;
-  free(sorted);
+  r->wall = wb_calloc(cfg->reps, sizeof(double));
+  r->cpu = wb_calloc(cfg->reps, sizeof(double));
+  r->paired_base.other = r->paired_versus.other = -1;
+  if (b->setup) b->setup(&r->state, r);
 }
 
 /* Runs the |n| prepared benchmarks in rounds: round k runs each of them once,
  * in registry order (warm-up rounds first, unmeasured). Interleaving puts a
  * benchmark and its baseline side by side in time, so that a change of load
  * on a shared machine hits both alike instead of skewing their ratio. */
-static void run_rounds(const wb_config *cfg, bool progress, wb_result *rs, size_t n) {
+static void run_rounds(const wb_config *cfg, bool progress, wb_ctx *rs, size_t n) {
   unsigned rounds = cfg->warmup + cfg->reps;
   for (unsigned k = 0; k < rounds; k++) {
     bool warm = k < cfg->warmup;
@@ -307,14 +408,57 @@ static void run_rounds(const wb_config *cfg, bool progress, wb_result *rs, size_
       fprintf(stderr, "\r%s %u/%u ", warm ? "warm-up" : "round", warm ? k + 1 : k - cfg->warmup + 1,
               warm ? cfg->warmup : cfg->reps);
     for (size_t i = 0; i < n; i++) {
-      uint64_t ns = rs[i].bench->run(rs[i].state, rs[i].iterations);
-      if (!warm) rs[i].samples[k - cfg->warmup] = (double)ns / (double)rs[i].iterations;
+      wb_ctx *r = &rs[i];
+      uint64_t c0 = cpu_now_ns();
+      uint64_t ns = r->bench->run(r->state, r->iterations, r);
+      uint64_t c1 = cpu_now_ns();
+      r->runs++;
+      r->ops += r->iterations;
+      if (warm) continue;
+      r->wall[k - cfg->warmup] = (double)ns / (double)r->iterations;
+      r->cpu[k - cfg->warmup] = ns ? (double)(c1 - c0) / (double)r->iterations : 0.0;
     }
   }
   if (progress) fputs("\r                    \r", stderr);
 }
 
-/* ---- reports -------------------------------------------------------------------------------- */
+static void summarize(const wb_config *cfg, wb_ctx *r) {
+  double *sorted = wb_calloc(cfg->reps, sizeof(double));
+  r->median = median_copy(r->wall, cfg->reps, sorted);
+  r->min = sorted[0];
+  r->max = sorted[cfg->reps - 1];
+  r->ops_per_s = r->median > 0.0 ? 1e9 / r->median : 0.0;
+  r->cpu_median = median_copy(r->cpu, cfg->reps, sorted);
+  r->skipped = r->max <= 0.0;
+  free(sorted);
+}
+
+/* Pairs run k of |r| with run k of |p->other| (the same round). */
+static void pair_up(const wb_config *cfg, const wb_ctx *rs, const wb_ctx *r, wb_pair *p) {
+  if (p->other < 0) return;
+  const wb_ctx *o = &rs[p->other];
+  double *w = wb_calloc(cfg->reps, sizeof(double)), *c = wb_calloc(cfg->reps, sizeof(double));
+  unsigned n = 0;
+  for (unsigned k = 0; k < cfg->reps; k++) {
+    if (r->wall[k] <= 0.0 || o->wall[k] <= 0.0) continue;
+    w[n] = r->wall[k] / o->wall[k];
+    c[n] = o->cpu[k] > 0.0 ? r->cpu[k] / o->cpu[k] : 0.0;
+    n++;
+  }
+  p->rounds = n;
+  if (n) {
+    p->median = median_sort(w, n);
+    p->min = w[0];
+    p->max = w[n - 1];
+    p->cpu_median = median_sort(c, n);
+    p->cpu_min = c[0];
+    p->cpu_max = c[n - 1];
+  }
+  free(w);
+  free(c);
+}
+
+/* ---- reports: the tables -------------------------------------------------------------------- */
 
 typedef struct wb_host {
   long cpus_online;
@@ -358,72 +502,289 @@ static const char *compiler_name(void) {
 #endif
 }
 
-static void fmt_ns(char *buf, size_t cap, double ns) {
-  snprintf(buf, cap, "%.1f", ns);
+/* A table: cells are formatted first, then printed with each column as wide
+ * as its widest cell; columns flagged |left| are left-aligned. */
+#define WB_MAX_COLS 16
+#define WB_CELL     64
+
+typedef struct wb_table {
+  unsigned ncols, nrows, cap;
+  bool left[WB_MAX_COLS];
+  char (*cells)[WB_MAX_COLS][WB_CELL]; /* [0]: the heading */
+} wb_table;
+
+static void table_init(wb_table *t, unsigned ncols) {
+  if (ncols > WB_MAX_COLS) wb_fatal("a table of %u columns", ncols);
+  *t = (wb_table){.ncols = ncols};
 }
 
-static void print_table(FILE *f, const wb_config *cfg, const wb_host *h, const wb_result *rs,
-                        size_t n) {
+/* Starts a row; returns its cells. */
+static char (*table_row(wb_table *t))[WB_CELL] {
+  if (t->nrows == t->cap) {
+    unsigned nc = t->cap ? t->cap * 2 : 16;
+    void *v = realloc(t->cells, nc * sizeof(*t->cells));
+    if (!v) wb_fatal("out of memory for a table");
+    t->cells = v;
+    t->cap = nc;
+  }
+  memset(t->cells[t->nrows], 0, sizeof(*t->cells));
+  return t->cells[t->nrows++];
+}
+
+static void table_print(FILE *f, wb_table *t) {
+  size_t w[WB_MAX_COLS] = {0};
+  for (unsigned r = 0; r < t->nrows; r++)
+    for (unsigned c = 0; c < t->ncols; c++)
+      if (strlen(t->cells[r][c]) > w[c]) w[c] = strlen(t->cells[r][c]);
+  size_t total = 0;
+  for (unsigned c = 0; c < t->ncols; c++) total += w[c] + (c + 1 < t->ncols ? 2 : 0);
+  for (unsigned r = 0; r < t->nrows; r++) {
+    for (unsigned c = 0; c < t->ncols; c++) {
+      bool last = c + 1 == t->ncols;
+      if (last && t->left[c])
+        fputs(t->cells[r][c], f); /* no trailing blanks */
+      else
+        fprintf(f, t->left[c] ? "%-*s%s" : "%*s%s", (int)w[c], t->cells[r][c], last ? "" : "  ");
+    }
+    fputc('\n', f);
+    if (r == 0) {
+      for (size_t i = 0; i < total; i++) fputc('-', f);
+      fputc('\n', f);
+    }
+  }
+  free(t->cells);
+  t->cells = NULL;
+}
+
+#define CELL(cell, ...) snprintf((cell), WB_CELL, __VA_ARGS__)
+
+static void spread_cell(char *cell, const wb_pair *p) {
+  if (p->rounds)
+    CELL(cell, "%.2f..%.2f", p->min, p->max);
+  else
+    CELL(cell, "-");
+}
+
+static bool pair_timed(const wb_ctx *rs, const wb_ctx *r, const wb_pair *p) {
+  return p->other >= 0 && !r->skipped && !rs[p->other].skipped && p->rounds;
+}
+
+static void print_main(FILE *f, const wb_config *cfg, const wb_host *h, const wb_ctx *rs,
+                       size_t n) {
   fprintf(f, "weft-bench %s | %ld cpus (%d available) | %s %s | allocator %s | sanitize %s\n",
           weft_version(), h->cpus_online, h->cpus_available, h->have_uts ? h->uts.sysname : "?",
           h->have_uts ? h->uts.machine : "?", allocator_name(), sanitizers());
   fprintf(f, "reps %u, warm-up %u, scale %g%s; times are ns per operation (CLOCK_MONOTONIC)\n\n",
           cfg->reps, cfg->warmup, cfg->scale,
           cfg->quick ? " (--quick: 1/10 of the iterations)" : "");
-  static const char *head[] = {"benchmark", "iterations", "min",      "median",
-                               "max",       "ops/s",      "baseline", "ratio"};
-  enum { NCOL = 8 };
-  size_t w[NCOL];
-  for (int c = 0; c < NCOL; c++) w[c] = strlen(head[c]);
-  char cell[NCOL][96];
-  /* Two passes: widths, then rows. */
-  for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) {
-      for (int c = 0; c < NCOL; c++)
-        fprintf(f, c == 0 || c == 6 ? "%-*s%s" : "%*s%s", (int)w[c], head[c],
-                c == NCOL - 1 ? "\n" : "  ");
-      size_t total = 0;
-      for (int c = 0; c < NCOL; c++) total += w[c] + (c == NCOL - 1 ? 0 : 2);
-      for (size_t i = 0; i < total; i++) fputc('-', f);
-      fputc('\n', f);
+  static const char *head[] = {"benchmark", "iterations", "min",   "median", "max",
+                               "ops/s",     "baseline",   "ratio", "spread"};
+  wb_table t;
+  table_init(&t, 9);
+  t.left[0] = t.left[6] = true;
+  char(*row)[WB_CELL] = table_row(&t);
+  for (unsigned c = 0; c < 9; c++) CELL(row[c], "%s", head[c]);
+  bool any = false;
+  for (size_t i = 0; i < n; i++) {
+    const wb_ctx *r = &rs[i];
+    row = table_row(&t);
+    CELL(row[0], "%s", r->bench->name);
+    CELL(row[1], "%llu", (unsigned long long)r->iterations);
+    if (r->skipped) {
+      for (int c = 2; c <= 5; c++) CELL(row[c], "skipped");
+    } else {
+      CELL(row[2], "%.1f", r->min);
+      CELL(row[3], "%.1f", r->median);
+      CELL(row[4], "%.1f", r->max);
+      CELL(row[5], "%.0f", r->ops_per_s);
     }
-    for (size_t i = 0; i < n; i++) {
-      const wb_result *r = &rs[i];
-      snprintf(cell[0], sizeof(cell[0]), "%s", r->bench->name);
-      snprintf(cell[1], sizeof(cell[1]), "%llu", (unsigned long long)r->iterations);
-      /* A benchmark that timed nothing (every run 0 ns) skipped itself, e.g.
-       * the cuda_* ones without a driver: no figures, no ratio. */
-      bool skipped = r->max <= 0.0 || (r->baseline >= 0 && rs[r->baseline].max <= 0.0);
-      fmt_ns(cell[2], sizeof(cell[2]), r->min);
-      fmt_ns(cell[3], sizeof(cell[3]), r->median);
-      fmt_ns(cell[4], sizeof(cell[4]), r->max);
-      snprintf(cell[5], sizeof(cell[5]), "%.0f", r->ops_per_s);
-      if (r->max <= 0.0)
-        for (int c = 2; c <= 5; c++) snprintf(cell[c], sizeof(cell[c]), "skipped");
-      snprintf(cell[6], sizeof(cell[6]), "%s",
-               r->baseline >= 0 ? rs[r->baseline].bench->name : "-");
-      if (skipped)
-        snprintf(cell[7], sizeof(cell[7]), "-");
-      else if (r->baseline >= 0)
-        snprintf(cell[7], sizeof(cell[7]), "%.2f", r->ratio);
-      else
-        snprintf(cell[7], sizeof(cell[7]), "-");
-      for (int c = 0; c < NCOL; c++) {
-        size_t len = strlen(cell[c]);
-        if (pass == 0 && len > w[c]) w[c] = len;
-        if (pass == 1)
-          fprintf(f, c == 0 || c == 6 ? "%-*s%s" : "%*s%s", (int)w[c], cell[c],
-                  c == NCOL - 1 ? "\n" : "  ");
-      }
+    const wb_pair *p = &r->paired_base;
+    CELL(row[6], "%s", p->other >= 0 ? rs[p->other].bench->name : "-");
+    if (pair_timed(rs, r, p)) {
+      CELL(row[7], "%.2f", r->ratio);
+      spread_cell(row[8], p);
+      any = true;
+    } else {
+      CELL(row[7], "-");
+      CELL(row[8], "-");
     }
   }
-  bool any = false;
-  for (size_t i = 0; i < n; i++) any |= rs[i].baseline >= 0;
+  table_print(f, &t);
   if (any)
     fputs("\nratio = median / baseline median, both measured in this run (< 1: faster than the "
-          "baseline).\n",
+          "baseline); spread = smallest..largest ratio of one round's runs\n",
           f);
 }
+
+/* Benchmarks with a target on their median. */
+static void print_targets(FILE *f, const wb_ctx *rs, size_t n) {
+  wb_table t;
+  table_init(&t, 5);
+  t.left[0] = t.left[4] = true;
+  char(*row)[WB_CELL] = table_row(&t);
+  CELL(row[0], "benchmark");
+  CELL(row[1], "median ns");
+  CELL(row[2], "target ns");
+  CELL(row[3], "median/target");
+  CELL(row[4], "verdict");
+  for (size_t i = 0; i < n; i++) {
+    const wb_ctx *r = &rs[i];
+    if (r->bench->target_ns <= 0.0 || r->skipped) continue;
+    row = table_row(&t);
+    CELL(row[0], "%s", r->bench->name);
+    CELL(row[1], "%.1f", r->median);
+    CELL(row[2], "%.0f", r->bench->target_ns);
+    CELL(row[3], "%.2fx", r->median / r->bench->target_ns);
+    CELL(row[4], "%s", r->median <= r->bench->target_ns ? "met" : "NOT MET");
+  }
+  if (t.nrows > 1) {
+    fputs("\ntargets: median ns per operation against the target (informational: a target never "
+          "fails the run)\n\n",
+          f);
+    table_print(f, &t);
+  } else {
+    free(t.cells);
+  }
+}
+
+static void pair_row(wb_table *t, const wb_ctx *rs, const wb_ctx *r, const wb_pair *p) {
+  char(*row)[WB_CELL] = table_row(t);
+  CELL(row[0], "%s", r->bench->name);
+  CELL(row[1], "%s", rs[p->other].bench->name);
+  CELL(row[2], "%u", p->rounds);
+  CELL(row[3], "%.3f", p->median);
+  spread_cell(row[4], p);
+  CELL(row[5], "%.3f", p->cpu_median);
+  CELL(row[6], "%.2f..%.2f", p->cpu_min, p->cpu_max);
+  if (p->target > 0.0) {
+    CELL(row[7], "<= %.2f", p->target);
+    CELL(row[8], "wall %s, cpu %s", p->median <= p->target ? "met" : "NOT MET",
+         p->cpu_median <= p->target ? "met" : "NOT MET");
+  } else {
+    CELL(row[7], "-");
+    CELL(row[8], "-");
+  }
+}
+
+/* The second comparisons, and every comparison with a target. */
+static void print_pairs(FILE *f, const wb_ctx *rs, size_t n) {
+  static const char *head[] = {"benchmark", "versus", "rounds", "wall",   "spread",
+                               "cpu",       "spread", "target", "verdict"};
+  wb_table t;
+  table_init(&t, 9);
+  t.left[0] = t.left[1] = t.left[8] = true;
+  char(*row)[WB_CELL] = table_row(&t);
+  for (unsigned c = 0; c < 9; c++) CELL(row[c], "%s", head[c]);
+  for (size_t i = 0; i < n; i++) {
+    const wb_ctx *r = &rs[i];
+    if (pair_timed(rs, r, &r->paired_base) && r->paired_base.target > 0.0)
+      pair_row(&t, rs, r, &r->paired_base);
+    if (pair_timed(rs, r, &r->paired_versus)) pair_row(&t, rs, r, &r->paired_versus);
+  }
+  if (t.nrows > 1) {
+    fputs("\npaired ratios: median over the measured rounds of run k / the other's run k (wall: "
+          "ns per operation; cpu: process CPU time of the whole run, every thread); a target "
+          "never fails the run\n\n",
+          f);
+    table_print(f, &t);
+  } else {
+    free(t.cells);
+  }
+}
+
+static void print_notes(FILE *f, const wb_group *g) {
+  for (size_t i = 0; i < nnotes; i++)
+    if (notes[i].from->bench->group == g)
+      fprintf(f, "%s%s\n", notes[i].warning ? "WARNING: " : "", notes[i].text);
+}
+
+static bool any_counter(const wb_ctx *r) {
+  for (unsigned c = 0; c < WB_MAX_COUNTERS; c++)
+    if (r->counters[c].have) return true;
+  return false;
+}
+
+static double fold_value(const wb_ctx *r, unsigned c) {
+  const wb_fold_state *s = &r->counters[c];
+  switch (r->bench->group->counters[c].fold) {
+  case WB_PER_OP:
+    return r->ops ? s->sum / (double)r->ops : 0.0;
+  case WB_TOTAL:
+    return s->sum;
+  case WB_LAST:
+    return s->last;
+  case WB_MAX:
+    return s->max;
+  case WB_MEDIAN: {
+    double *v = wb_calloc(s->n, sizeof(double));
+    double m = median_copy(s->vals, s->n, v);
+    free(v);
+    return m;
+  }
+  default: /* WB_RANGE: its two ends are printed apart */
+    return s->min;
+  }
+}
+
+/* The groups in the order their first benchmark was registered. */
+static size_t groups_of(const wb_ctx *rs, size_t n, const wb_group **out) {
+  size_t ng = 0;
+  for (size_t i = 0; i < n; i++) {
+    const wb_group *g = rs[i].bench->group;
+    bool seen = !g;
+    for (size_t k = 0; k < ng && !seen; k++) seen = out[k] == g;
+    if (!seen) out[ng++] = g;
+  }
+  return ng;
+}
+
+/* A group's table when any of its benchmarks reported a counter, then its notes. */
+static void print_group(FILE *f, const wb_group *g, const wb_ctx *rs, size_t n) {
+  bool any_note = false;
+  for (size_t i = 0; i < nnotes; i++) any_note |= notes[i].from->bench->group == g;
+  unsigned nc = ncounters(g);
+  wb_table t;
+  table_init(&t, 3 + nc);
+  t.left[0] = true;
+  char(*row)[WB_CELL] = table_row(&t);
+  CELL(row[0], "benchmark");
+  CELL(row[1], "runs");
+  CELL(row[2], "ops");
+  for (unsigned c = 0; c < nc; c++) CELL(row[3 + c], "%s", g->counters[c].name);
+  for (size_t i = 0; i < n; i++) {
+    const wb_ctx *r = &rs[i];
+    if (r->bench->group != g || !any_counter(r)) continue;
+    row = table_row(&t);
+    CELL(row[0], "%s", r->bench->name);
+    CELL(row[1], "%llu", (unsigned long long)r->runs);
+    CELL(row[2], "%llu", (unsigned long long)r->ops);
+    for (unsigned c = 0; c < nc; c++) {
+      const wb_counter *k = &g->counters[c];
+      const wb_fold_state *s = &r->counters[c];
+      if (!s->have)
+        CELL(row[3 + c], "-");
+      else if (k->fold == WB_RANGE)
+        CELL(row[3 + c], "%.*f..%.*f", k->decimals, s->min, k->decimals, s->max);
+      else
+        CELL(row[3 + c], "%.*f", k->decimals, fold_value(r, c));
+    }
+  }
+  if (!any_note && t.nrows == 1) {
+    free(t.cells);
+    return;
+  }
+  fputc('\n', f);
+  if (t.nrows > 1) {
+    fprintf(f, "%s\n\n", g->title);
+    table_print(f, &t);
+    if (g->legend) fprintf(f, "%s\n", g->legend);
+  } else {
+    free(t.cells);
+  }
+  print_notes(f, g);
+}
+
+/* ---- reports: JSON -------------------------------------------------------------------------- */
 
 static void json_string(FILE *f, const char *s) {
   fputc('"', f);
@@ -438,23 +799,134 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* A number: integral values without decimals, small ones with six, "null"
+ * when not finite. */
 static void json_number(FILE *f, double v) {
-  if (isfinite(v))
-    fprintf(f, "%.3f", v);
+  if (!isfinite(v))
+    fputs("null", f);
+  else if (v == floor(v) && fabs(v) < 1e15)
+    fprintf(f, "%.0f", v);
+  else
+    fprintf(f, fabs(v) < 1.0 ? "%.6f" : "%.3f", v);
+}
+
+static void json_key(FILE *f, const char *key, const char *suffix) {
+  fputs(", \"", f);
+  fputs(key, f);
+  fputs(suffix, f);
+  fputs("\": ", f);
+}
+
+static void json_pair(FILE *f, const char *key, const wb_ctx *rs, const wb_ctx *r,
+                      const wb_pair *p) {
+  json_key(f, key, "");
+  if (!pair_timed(rs, r, p)) {
+    fputs("null", f);
+    return;
+  }
+  fputs("{\"with\": ", f);
+  json_string(f, rs[p->other].bench->name);
+  fprintf(f, ", \"rounds\": %u, \"median\": ", p->rounds);
+  json_number(f, p->median);
+  fputs(", \"min\": ", f);
+  json_number(f, p->min);
+  fputs(", \"max\": ", f);
+  json_number(f, p->max);
+  fputs(", \"cpu_median\": ", f);
+  json_number(f, p->cpu_median);
+  fputs(", \"cpu_min\": ", f);
+  json_number(f, p->cpu_min);
+  fputs(", \"cpu_max\": ", f);
+  json_number(f, p->cpu_max);
+  fputs(", \"target\": ", f);
+  if (p->target > 0.0) {
+    json_number(f, p->target);
+    fprintf(f, ", \"target_met\": %s}", p->median <= p->target ? "true" : "false");
+  } else {
+    fputs("null, \"target_met\": null}", f);
+  }
+}
+
+static void json_samples(FILE *f, const char *key, const double *v, unsigned n) {
+  json_key(f, key, "");
+  fputc('[', f);
+  for (unsigned k = 0; k < n; k++) {
+    if (k) fputs(", ", f);
+    json_number(f, v[k]);
+  }
+  fputc(']', f);
+}
+
+static void json_result(FILE *f, const wb_config *cfg, const wb_ctx *rs, const wb_ctx *r) {
+  fputs("{\"name\": ", f);
+  json_string(f, r->bench->name);
+  fprintf(f, ", \"unit\": \"ns/op\", \"iterations\": %llu", (unsigned long long)r->iterations);
+  const double figures[] = {r->min, r->median, r->max, r->ops_per_s, r->cpu_median};
+  const char *names[] = {"min", "median", "max", "ops_per_s", "cpu_median"};
+  for (int i = 0; i < 5; i++) {
+    json_key(f, names[i], "");
+    json_number(f, r->skipped ? NAN : figures[i]);
+  }
+  bool timed = pair_timed(rs, r, &r->paired_base);
+  json_key(f, "baseline", "");
+  if (r->paired_base.other >= 0)
+    json_string(f, rs[r->paired_base.other].bench->name);
   else
     fputs("null", f);
+  json_key(f, "ratio", "");
+  json_number(f, timed ? r->ratio : NAN);
+  json_pair(f, "paired_baseline", rs, r, &r->paired_base);
+  json_pair(f, "paired_versus", rs, r, &r->paired_versus);
+  json_key(f, "target_ns", "");
+  if (r->bench->target_ns > 0.0 && !r->skipped) {
+    json_number(f, r->bench->target_ns);
+    fprintf(f, ", \"target_met\": %s", r->median <= r->bench->target_ns ? "true" : "false");
+  } else {
+    fputs("null, \"target_met\": null", f);
+  }
+  json_samples(f, "samples", r->wall, cfg->reps);
+  json_samples(f, "cpu_samples", r->cpu, cfg->reps);
+  fputc('}', f);
 }
 
-void wb_json_string(FILE *f, const char *s) {
-  json_string(f, s);
+static void json_group(FILE *f, const wb_group *g, const wb_ctx *rs, size_t n) {
+  fputs(",\n  ", f);
+  json_string(f, g->json_key);
+  fputs(": [", f);
+  bool first = true;
+  unsigned nc = ncounters(g);
+  for (size_t i = 0; i < n; i++) {
+    const wb_ctx *r = &rs[i];
+    if (r->bench->group != g || !any_counter(r)) continue;
+    fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", f);
+    first = false;
+    json_string(f, r->bench->name);
+    fprintf(f, ", \"runs\": %llu, \"ops\": %llu", (unsigned long long)r->runs,
+            (unsigned long long)r->ops);
+    for (unsigned c = 0; c < nc; c++) {
+      const wb_counter *k = &g->counters[c];
+      const wb_fold_state *s = &r->counters[c];
+      if (k->fold == WB_RANGE) {
+        json_key(f, k->name, "_min");
+        json_number(f, s->have ? s->min : NAN);
+        json_key(f, k->name, "_max");
+        json_number(f, s->have ? s->max : NAN);
+        continue;
+      }
+      json_key(f, k->name, "");
+      json_number(f, s->have ? fold_value(r, c) : NAN);
+      if (k->fold == WB_PER_OP) {
+        json_key(f, k->name, "_total");
+        json_number(f, s->have ? s->sum : NAN);
+      }
+    }
+    fputc('}', f);
+  }
+  fputs(first ? "]" : "\n  ]", f);
 }
 
-void wb_json_number(FILE *f, double v) {
-  json_number(f, v);
-}
-
-static void print_json(FILE *f, const wb_config *cfg, const wb_host *h, const wb_result *rs,
-                       size_t n) {
+static void print_json(FILE *f, const wb_config *cfg, const wb_host *h, const wb_ctx *rs, size_t n,
+                       const wb_group *const *groups, size_t ngroups) {
   char stamp[32] = "";
   time_t now = time(NULL);
   struct tm tm;
@@ -463,21 +935,19 @@ static void print_json(FILE *f, const wb_config *cfg, const wb_host *h, const wb
   json_string(f, weft_version());
   fputs(",\n  \"timestamp\": ", f);
   json_string(f, stamp);
-  fprintf(f, ",\n  \"host\": {\"cpus\": %ld, \"cpus_available\": %d, \"os\": ", h->cpus_online,
+  fprintf(f, ",\n  \"host\": {\"cpus\": %ld, \"cpus_available\": %d", h->cpus_online,
           h->cpus_available);
-  json_string(f, h->have_uts ? h->uts.sysname : "");
-  fputs(", \"release\": ", f);
-  json_string(f, h->have_uts ? h->uts.release : "");
-  fputs(", \"machine\": ", f);
-  json_string(f, h->have_uts ? h->uts.machine : "");
-  fputs(", \"hostname\": ", f);
-  json_string(f, h->have_uts ? h->uts.nodename : "");
-  fputs(", \"compiler\": ", f);
-  json_string(f, compiler_name());
-  fputs(", \"allocator\": ", f);
-  json_string(f, allocator_name());
-  fputs(", \"sanitize\": ", f);
-  json_string(f, sanitizers());
+  const char *host[][2] = {{"os", h->have_uts ? h->uts.sysname : ""},
+                           {"release", h->have_uts ? h->uts.release : ""},
+                           {"machine", h->have_uts ? h->uts.machine : ""},
+                           {"hostname", h->have_uts ? h->uts.nodename : ""},
+                           {"compiler", compiler_name()},
+                           {"allocator", allocator_name()},
+                           {"sanitize", sanitizers()}};
+  for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) {
+    json_key(f, host[i][0], "");
+    json_string(f, host[i][1]);
+  }
   fprintf(f,
           "},\n  \"config\": {\"reps\": %u, \"warmup\": %u, \"scale\": %g, \"quick\": %s, "
           "\"filter\": ",
@@ -488,43 +958,20 @@ static void print_json(FILE *f, const wb_config *cfg, const wb_host *h, const wb
     fputs("null", f);
   fputs("},\n  \"results\": [", f);
   for (size_t i = 0; i < n; i++) {
-    const wb_result *r = &rs[i];
-    fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
-    json_string(f, r->bench->name);
-    fprintf(f, ", \"unit\": \"ns/op\", \"iterations\": %llu, \"min\": ",
-            (unsigned long long)r->iterations);
-    json_number(f, r->min);
-    fputs(", \"median\": ", f);
-    json_number(f, r->median);
-    fputs(", \"max\": ", f);
-    json_number(f, r->max);
-    fputs(", \"ops_per_s\": ", f);
-    json_number(f, r->ops_per_s);
-    fputs(", \"baseline\": ", f);
-    if (r->baseline >= 0)
-      json_string(f, rs[r->baseline].bench->name);
-    else
-      fputs("null", f);
-    fputs(", \"ratio\": ", f);
-    if (r->baseline >= 0)
-      json_number(f, r->ratio);
-    else
-      fputs("null", f);
-    fputs(", \"samples\": [", f);
-    for (unsigned k = 0; k < cfg->reps; k++) {
-      if (k) fputs(", ", f);
-      json_number(f, r->samples[k]);
-    }
-    fputs("]}", f);
+    fputs(i ? ",\n    " : "\n    ", f);
+    json_result(f, cfg, rs, &rs[i]);
   }
   fputs(n ? "\n  ]" : "]", f);
-  for (size_t i = 0; i < nsections; i++) {
-    fputs(",\n  ", f);
-    json_string(f, sections[i]->json_key);
-    fputs(": ", f);
-    sections[i]->print_json(f);
+  for (size_t i = 0; i < ngroups; i++) json_group(f, groups[i], rs, n);
+  fputs(",\n  \"notes\": [", f);
+  for (size_t i = 0; i < nnotes; i++) {
+    fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
+    json_string(f, notes[i].from->bench->name);
+    fputs(", \"text\": ", f);
+    json_string(f, notes[i].text);
+    fprintf(f, ", \"warning\": %s}", notes[i].warning ? "true" : "false");
   }
-  fputs("\n}\n", f);
+  fputs(nnotes ? "\n  ]\n}\n" : "]\n}\n", f);
 }
 
 static void list_benches(void) {
@@ -537,12 +984,12 @@ static void list_benches(void) {
     printf("%-*s  %10llu  %s", (int)w, b->name, (unsigned long long)b->iterations,
            b->description ? b->description : "");
     if (b->baseline) printf(" [baseline: %s]", b->baseline);
+    if (b->versus) printf(" [versus: %s]", b->versus);
     putchar('\n');
   }
 }
 
-/* ---- main
- * ---------------------------------------------------------------------------------------- */
+/* ---- main ----------------------------------------------------------------------------------- */
 
 int wb_main(int argc, char **argv) {
   wb_config cfg = {.reps = 5, .warmup = 1, .scale = 1.0};
@@ -550,16 +997,19 @@ int wb_main(int argc, char **argv) {
   if (rc == -1) return 0;
   if (rc) return rc;
 
-  for (size_t i = 0; i < nregistered; i++)
-    if (registry[i]->baseline && find_bench(registry[i]->baseline) < 0)
-      wb_fatal("benchmark %s names an unknown baseline %s", registry[i]->name,
-               registry[i]->baseline);
+  for (size_t i = 0; i < nregistered; i++) {
+    const wb_bench *b = registry[i];
+    if (b->baseline && find_bench(b->baseline) < 0)
+      wb_fatal("benchmark %s names an unknown baseline %s", b->name, b->baseline);
+    if (b->versus && find_bench(b->versus) < 0)
+      wb_fatal("benchmark %s names an unknown benchmark to compare with, %s", b->name, b->versus);
+  }
   if (cfg.list) {
     list_benches();
     return 0;
   }
 
-  /* Selection: the filtered benchmarks plus their baselines, in registry order. */
+  /* Selection: the filtered benchmarks plus those they compare with, in registry order. */
   bool selected[WB_MAX_BENCHES] = {false};
   size_t nsel = 0;
   for (size_t i = 0; i < nregistered; i++) {
@@ -567,6 +1017,7 @@ int wb_main(int argc, char **argv) {
     if (cfg.quick && !cfg.filter && registry[i]->heavy) continue;
     selected[i] = true;
     if (registry[i]->baseline) selected[find_bench(registry[i]->baseline)] = true;
+    if (registry[i]->versus) selected[find_bench(registry[i]->versus)] = true;
   }
   for (size_t i = 0; i < nregistered; i++) nsel += selected[i];
   if (nsel == 0) return bad_usage("no benchmark matches --filter '%s' (see --list)", cfg.filter);
@@ -584,9 +1035,8 @@ int wb_main(int argc, char **argv) {
 
   wb_host host;
   host_info(&host);
-  wb_result *rs = calloc(nsel, sizeof(*rs));
-  int *index_of = calloc(nregistered, sizeof(int)); /* registry index -> result index */
-  if (!rs || !index_of) wb_fatal("out of memory");
+  wb_ctx *rs = wb_calloc(nsel, sizeof(*rs));
+  int index_of[WB_MAX_BENCHES]; /* registry index -> result index */
   bool progress = isatty(STDERR_FILENO) && table != stderr;
   size_t n = 0;
   for (size_t i = 0; i < nregistered; i++) {
@@ -597,36 +1047,61 @@ int wb_main(int argc, char **argv) {
   }
   run_rounds(&cfg, progress, rs, n);
   for (size_t i = 0; i < n; i++) {
-    if (rs[i].bench->teardown) rs[i].bench->teardown(rs[i].state);
+    if (rs[i].bench->teardown) rs[i].bench->teardown(rs[i].state, &rs[i]);
     summarize(&cfg, &rs[i]);
   }
   for (size_t i = 0; i < n; i++) {
-    const char *base = rs[i].bench->baseline;
-    if (!base) continue;
-    rs[i].baseline = index_of[find_bench(base)];
-    const wb_result *b = &rs[rs[i].baseline];
-    rs[i].ratio = b->median > 0.0 ? rs[i].median / b->median : INFINITY;
+    wb_ctx *r = &rs[i];
+    const wb_bench *b = r->bench;
+    if (b->baseline) {
+      r->paired_base.other = index_of[find_bench(b->baseline)];
+      r->paired_base.target = b->target_ratio;
+      const wb_ctx *base = &rs[r->paired_base.other];
+      r->ratio = base->median > 0.0 ? r->median / base->median : INFINITY;
+      pair_up(&cfg, rs, r, &r->paired_base);
+    }
+    if (b->versus) {
+      r->paired_versus.other = index_of[find_bench(b->versus)];
+      r->paired_versus.target = b->versus_target;
+      pair_up(&cfg, rs, r, &r->paired_versus);
+    }
   }
 
-  print_table(table, &cfg, &host, rs, n);
-  bool sections_ok = true;
-  for (size_t i = 0; i < nsections; i++) sections_ok &= sections[i]->print_table(table);
+  const wb_group *groups[WB_MAX_BENCHES];
+  size_t ngroups = groups_of(rs, n, groups);
+  print_main(table, &cfg, &host, rs, n);
+  print_targets(table, rs, n);
+  print_pairs(table, rs, n);
+  bool loose = false; /* notes of benchmarks without a group */
+  for (size_t i = 0; i < nnotes; i++) loose |= !notes[i].from->bench->group;
+  if (loose) {
+    fputc('\n', table);
+    print_notes(table, NULL);
+  }
+  for (size_t i = 0; i < ngroups; i++) print_group(table, groups[i], rs, n);
   rc = 0;
   if (fflush(table) != 0) rc = 1;
   if (json) {
-    print_json(json, &cfg, &host, rs, n);
+    print_json(json, &cfg, &host, rs, n, groups, ngroups);
     if (json_stdout ? fflush(json) != 0 : fclose(json) != 0) {
       fprintf(stderr, "weft-bench: writing the JSON report to '%s' failed: %s\n", cfg.json_path,
               strerror(errno));
       rc = 1;
     }
   }
-  if (!sections_ok) {
+  bool warned = false;
+  for (size_t i = 0; i < nnotes; i++) warned |= notes[i].warning;
+  if (warned) {
     fputs("weft-bench: a check of the report failed (see the WARNING lines above)\n", stderr);
     rc = 1;
   }
-  for (size_t i = 0; i < n; i++) free(rs[i].samples);
+  for (size_t i = 0; i < n; i++) {
+    free(rs[i].wall);
+    free(rs[i].cpu);
+    for (unsigned c = 0; c < WB_MAX_COUNTERS; c++) free(rs[i].counters[c].vals);
+  }
   free(rs);
-  free(index_of);
+  for (size_t i = 0; i < nnotes; i++) free(notes[i].text);
+  free(notes);
   return rc;
 }

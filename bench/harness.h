@@ -1,9 +1,11 @@
-/* The weft-bench harness: a registry of named benchmarks, run with warm-up
- * and repetitions, reported as min/median/max nanoseconds per operation, as
- * an aligned table and as JSON.
+/* The weft-bench harness. It owns everything a benchmark does not have to
+ * know: the registry, the command line, warm-up and repetitions, the rounds
+ * that alternate a benchmark with its baseline (A B A B ...), samples,
+ * medians and spreads, ratios, targets, and every line of output (the
+ * tables and the JSON document). See docs/benchmarks.md.
  *
- * A benchmark file defines its benchmarks and registers them from a
- * registration function that bench/main.c calls:
+ * A benchmark is a wb_bench registered from its file's registration
+ * function (bench/main.c calls them):
  *
  *   static const wb_bench noop = {.name = "launch_noop_1stream",
  *                                 .description = "...",
@@ -16,11 +18,14 @@
  * The harness calls setup once, then run (warm-up + repetitions times) with
  * the same iteration count, then teardown. run performs |iterations|
  * operations and returns the nanoseconds they took, timed by the benchmark
- * itself with wb_now_ns (so per-run preparation, such as starting client
- * threads, stays outside the measure). Per-op time = returned ns / iterations.
+ * itself with wb_now_ns (per-run preparation and checks stay outside the
+ * measure): that is the run's sample, ns/op = returned ns / iterations. A
+ * run that returns 0 skipped itself (e.g. cuda_* without a driver).
  *
- * A benchmark may name a baseline (another registered benchmark): the report
- * then gives ratio = median / baseline median, both measured in the same run.
+ * Everything else a benchmark measures goes through its wb_ctx, from setup,
+ * run or teardown: counters (wb_report) folded by the harness as the
+ * benchmark's group declares, notes (wb_note) and failed checks (wb_warn,
+ * which make the program exit 1 once every report is written).
  *
  * Failures inside a benchmark are not recoverable: wb_check and wb_fatal
  * print the reason to stderr and exit the program with status 1. */
@@ -29,29 +34,86 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include <weft/weft.h>
+
+#define WB_MAX_COUNTERS 10
+
+/* How the harness folds the values reported for one counter. */
+typedef enum wb_fold {
+  WB_PER_OP, /* summed; shown divided by the operations of every run (JSON: also the total) */
+  WB_TOTAL,  /* summed; shown as the total */
+  WB_LAST,   /* the latest value */
+  WB_MAX,    /* the largest value */
+  WB_MEDIAN, /* the median of the values (e.g. one per run) */
+  WB_RANGE,  /* smallest..largest value */
+} wb_fold;
+
+typedef struct wb_counter {
+  const char *name; /* column heading and JSON key: [a-z0-9_] */
+  wb_fold fold;
+  int decimals; /* digits after the point in the table */
+} wb_counter;
+
+/* A table of counters shared by the benchmarks that name it: one row per
+ * benchmark that ran, printed after the main table, and a JSON member. */
+typedef struct wb_group {
+  const char *title;    /* the table's heading line */
+  const char *json_key; /* the top-level JSON member: one object per row */
+  const char *legend;   /* printed under the table, or NULL */
+  wb_counter counters[WB_MAX_COUNTERS];
+} wb_group;
+
+/* The harness's side of one selected benchmark (opaque). */
+typedef struct wb_ctx wb_ctx;
 
 typedef struct wb_bench {
   const char *name;        /* unique; [a-z0-9_] */
   const char *description; /* one line */
-  const char *baseline;    /* name of the benchmark this one is compared to, or NULL */
-  uint64_t iterations;     /* operations per run at --scale 1 */
+  /* The benchmark this one is compared to (ratio = median / its median, and
+   * the spread of the per-round ratios), or NULL; target_ratio > 0: the
+   * ratio should be at most that (informational). */
+  const char *baseline;
+  double target_ratio;
+  /* A second comparison, shown in the paired-ratio table only, or NULL. */
+  const char *versus;
+  double versus_target;
+  double target_ns;    /* > 0: the median should be at most that (informational) */
+  uint64_t iterations; /* operations per run at --scale 1 */
   /* Too slow or memory-hungry for --quick (hundreds of MiB per operation): skipped there
    * unless --filter names it. */
   bool heavy;
+  const wb_group *group; /* where its counters and notes are shown, or NULL */
+  int arg;               /* for the benchmark's own use (wb_arg): e.g. which variant it is */
   /* Prepares the benchmark's state (*state may be left NULL). */
-  void (*setup)(void **state);
+  void (*setup)(void **state, wb_ctx *c);
   /* Performs |iterations| operations; returns the nanoseconds they took. */
-  uint64_t (*run)(void *state, uint64_t iterations);
+  uint64_t (*run)(void *state, uint64_t iterations, wb_ctx *c);
   /* Checks what the runs did and frees the state; may be NULL. */
-  void (*teardown)(void *state);
+  void (*teardown)(void *state, wb_ctx *c);
 } wb_bench;
 
 /* Adds |b| (borrowed: it must outlive the program's run, e.g. static const).
  * A duplicate name exits with status 1. */
 void wb_register(const wb_bench *b);
+
+/* The benchmark's name (for messages) and its arg. */
+const char *wb_name(const wb_ctx *c);
+int wb_arg(const wb_ctx *c);
+
+/* Reports |value| for counter |counter| (an index into the group's
+ * counters). Exits with status 1 when the benchmark has no such counter.
+ * Like wb_note and wb_warn, call it from the thread that runs setup, run or
+ * teardown (not from wb_run_threads' bodies): the harness does not lock. */
+void wb_report(wb_ctx *c, unsigned counter, double value);
+
+/* A line of text shown with the benchmark's group (its notes come first,
+ * then the table) and in the JSON document's "notes". */
+void wb_note(wb_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A failed check: shown as a "WARNING: " note; the program exits with status
+ * 1 once every report is written. */
+void wb_warn(wb_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t wb_now_ns(void);
@@ -66,6 +128,9 @@ void wb_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretur
 /* Exits with status 1 when a pthread call returned |rc| != 0. */
 void wb_check_pthread(int rc, const char *what);
 
+/* calloc that exits with status 1 when memory runs out. */
+void *wb_calloc(size_t n, size_t size);
+
 /* Runs |body| on |nthreads| new threads (1..64) released together from a
  * barrier; thread |idx| performs |count| of the |total| operations (split as
  * evenly as possible). Returns the nanoseconds from the first thread's start
@@ -73,34 +138,18 @@ void wb_check_pthread(int rc, const char *what);
 uint64_t wb_run_threads(unsigned nthreads, uint64_t total,
                         void (*body)(void *state, unsigned idx, uint64_t count), void *state);
 
-/* A report section: results that are not times per operation (e.g. the
- * memory benchmarks' peaks and storage-call counts), printed after the main
- * table and written to the JSON document as one more top-level member. */
-typedef struct wb_section {
-  const char *json_key; /* the top-level JSON member; must not clash with the harness's */
-  /* Prints the section's table to |f| (nothing when none of its benchmarks
-   * ran). Returns false when it reports a failed check: the program then
-   * exits with status 1 once every report is written. */
-  bool (*print_table)(FILE *f);
-  /* Writes the member's value (e.g. an array, [] when nothing ran). */
-  void (*print_json)(FILE *f);
-} wb_section;
-
-/* Adds |s| (borrowed, like a wb_bench); sections print in registration order. */
-void wb_register_section(const wb_section *s);
-
-/* JSON helpers for sections: a quoted, escaped string; a number ("null" when
- * not finite). */
-void wb_json_string(FILE *f, const char *s);
-void wb_json_number(FILE *f, double v);
-
 /* Runs the program: parses |argv|, runs the selected benchmarks and prints
- * the report. Returns the process exit status (0, 1 on a failed write of the
- * report, 2 on bad command-line input). */
+ * the report. Returns the process exit status (0; 1 on a failed check or a
+ * failed write of the report; 2 on bad command-line input). */
 int wb_main(int argc, char **argv);
 
 /* Registration functions of the benchmark files (called by bench/main.c). */
 void wb_register_launch(void);
 void wb_register_memory(void);
+void wb_register_failures(void);
+void wb_register_workloads(void);
+void wb_register_graph(void);
+void wb_register_cuda(void);
+void wb_register_io(void);
 
 #endif

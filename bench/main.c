@@ -2,12 +2,6 @@
  * harness (see docs/benchmarks.md). */
 #include "bench/harness.h"
 
-void wb_register_failures(void);  /* bench/bench_failures.c */
-void wb_register_workloads(void); /* bench/bench_workloads.c */
-void wb_register_graph(void);     /* bench/bench_graph.c */
-void wb_register_cuda(void);      /* bench/bench_cuda.c */
-void wb_register_io(void);        /* bench/bench_io.c */
-
 int main(int argc, char **argv) {
   wb_register_launch();
   wb_register_memory();

@@ -21,24 +21,19 @@ void weft__buf_name(uint64_t id, char *buf, size_t cap) {
   snprintf(buf, cap, "buffer #%" PRIu32, (uint32_t)id);
 }
 
-weft_status weft__buf_lookup(weft_device *dev, weft_buffer b, uint64_t *size) {
-  if (!weft_handles_lookup(&dev->buffers, b.id, size)) {
-    char name[48];
-    weft__buf_name(b.id, name, sizeof(name));
-    return weft_error_make(WEFT_ERR_NOT_FOUND,
-                           "%s is not a live buffer of this device (released, stale or forged)",
-                           name);
-  }
-  return NULL;
+weft_status weft__buf_not_live(uint64_t id) {
+  char name[48];
+  weft__buf_name(id, name, sizeof(name));
+  return weft_error_make(WEFT_ERR_NOT_FOUND,
+                         "%s is not a live buffer of this device (released, stale or forged)",
+                         name);
 }
 
-weft_status weft__check_range(uint64_t size, uint64_t offset, uint64_t len, const char *what) {
-  if (offset > size || len > size - offset)
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                           "%s [%" PRIu64 ", +%" PRIu64 ") is outside the buffer of %" PRIu64
-                           " bytes",
-                           what, offset, len, size);
-  return NULL;
+weft_status weft__range_outside(uint64_t size, uint64_t offset, uint64_t len, const char *what) {
+  return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                         "%s [%" PRIu64 ", +%" PRIu64 ") is outside the buffer of %" PRIu64
+                         " bytes",
+                         what, offset, len, size);
 }
 
 weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t size,
@@ -84,7 +79,7 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
   weft_status st = weft__enter(dev, &in);
   if (st) return st;
   if ((st = weft__buf_lookup(dev, buf, NULL))) return st;
-  if (weft__dev_scheduling() == dev && dev->in_reclaim &&
+  if (weft__dev_scheduling() == dev && dev->mem.in_reclaim &&
       weft_handles_slot(&dev->buffers, buf.id)->obj) {
     /* From the reclaim callback: takes effect at once, so the retry can use it.
      * A buffer whose create is still queued holds no memory yet: its release
@@ -105,12 +100,6 @@ weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
 }
 
 /* ---- scheduler side ------------------------------------------------------------------------ */
-
-weft_buf *weft__buf_resolve(weft_device *dev, uint64_t id) {
-  weft_handle_slot *s = weft_handles_slot(&dev->buffers, id);
-  weft_buf *b = s ? s->obj : NULL;
-  return b && b->id == id && !b->released ? b : NULL;
-}
 
 weft_status weft__buf_not_found(uint64_t id) {
   char name[48];
@@ -143,19 +132,11 @@ void weft__buf_unallocated(weft_device *dev, weft_buf *b, weft_status why) {
 }
 
 /* A released buffer's memory goes back, unless a capture's warm-up keeps it. */
-static void buf_drop(weft_device *dev, weft_buf *b) {
+void weft__buf_drop(weft_device *dev, weft_buf *b) {
   if (!weft__capture_keep(dev, b)) weft__buf_free(dev, b);
 }
 
-void weft__buf_unpin(weft_device *dev, weft_buf *b) {
-  if (--b->pending == 0 && b->released) buf_drop(dev, b);
-}
-
-/* Gives an allocated buffer its address, mapping a lazy (dry-run) page on
- * first use; a page that cannot be backed leaves the buffer carrying the
- * StorageMappingFailed error over all its bytes. */
-void weft__buf_map(weft_device *dev, weft_buf *b) {
-  if (!b->allocated || b->ptr) return;
+void weft__buf_map_lazy(weft_device *dev, weft_buf *b) {
   weft_status st = weft_mm_resolve(b->mm, &b->mem, &b->ptr);
   if (st) weft__buf_unallocated(dev, b, st);
 }
@@ -177,7 +158,7 @@ static void do_create(weft_device *dev, cmd *c) {
   if (b->released) { /* by the reclaim callback: the create ends, holding nothing */
     if (!st) b->allocated = true;
     weft_error_free(st);
-    if (b->pending == 0) buf_drop(dev, b);
+    if (b->pending == 0) weft__buf_drop(dev, b);
     return;
   }
   if (!st) {
@@ -197,7 +178,7 @@ void weft__buf_release_now(weft_device *dev, uint64_t buffer) {
   }
   b->released = true;
   b->mem.handle_refs = 0;
-  if (b->pending == 0) buf_drop(dev, b);
+  if (b->pending == 0) weft__buf_drop(dev, b);
 }
 
 void weft__buf_process_create(weft_device *dev, cmd *c) {

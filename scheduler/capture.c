@@ -130,9 +130,9 @@ static void free_recording(weft_device *dev, weft_capture *cap) {
 /* Reservations on the slots: Forbidden while recording (room already held only). */
 static void set_modes(weft_device *dev, weft_capture *cap, bool forbid) {
   if (forbid)
-    dev->forbid_mask |= cap->mask;
+    dev->window.forbid_mask |= cap->mask;
   else
-    dev->forbid_mask &= ~cap->mask;
+    dev->window.forbid_mask &= ~cap->mask;
 }
 
 /* Ends the window (if open): isolation off, slots free, modes back. */
@@ -143,8 +143,8 @@ static void release_slots(weft_device *dev, weft_capture *cap) {
   if (st == WEFT_CAPTURE_PREPARED || st == WEFT_CAPTURE_RECORDING)
     for (uint32_t s = 0; s < dev->max_streams; s++)
       if (cap->mask & (UINT64_C(1) << s)) {
-        dev->capture_of[s] = NULL;
-        dev->isolated &= ~(UINT64_C(1) << s);
+        dev->window.capture_of[s] = NULL;
+        dev->ms.isolated &= ~(UINT64_C(1) << s);
       }
 }
 
@@ -171,7 +171,7 @@ static weft_status out_of_order(const char *op, uint32_t st, const char *allowed
 
 static weft_status do_prepare(weft_device *dev, weft_capture *cap) {
   for (uint32_t s = 0; s < dev->max_streams; s++)
-    if ((cap->mask & (UINT64_C(1) << s)) && dev->capture_of[s])
+    if ((cap->mask & (UINT64_C(1) << s)) && dev->window.capture_of[s])
       return weft_error_make(WEFT_ERR_GENERIC,
                              "capture: stream slot %" PRIu32 " is already in a capture window", s);
   /* Work already batched on the slots runs before the window. */
@@ -179,10 +179,10 @@ static weft_status do_prepare(weft_device *dev, weft_capture *cap) {
   for (uint32_t s = 0; s < dev->max_streams; s++)
     if (cap->mask & (UINT64_C(1) << s)) ids[k++] = s;
   for (uint32_t i = 0; i < k; i++) weft__ms_flush(dev, ids[i]);
-  for (uint32_t i = 0; i < k; i++) dev->capture_of[ids[i]] = cap;
-  dev->isolated |= cap->mask;
-  cap->next_live = dev->captures;
-  dev->captures = cap;
+  for (uint32_t i = 0; i < k; i++) dev->window.capture_of[ids[i]] = cap;
+  dev->ms.isolated |= cap->mask;
+  cap->next_live = dev->window.captures;
+  dev->window.captures = cap;
   dev->stats.captures_live++;
   set_state(cap, WEFT_CAPTURE_PREPARED);
   return NULL;
@@ -283,7 +283,7 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
 /* The replay's slot goes back (its instance, if any, is free or retiring). */
 static void replay_done(weft_device *dev, weft_capture *cap) {
   atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
-  weft__ec_notify(&dev->room);
+  weft__ec_notify(&dev->cmds.room);
 }
 
 static void do_replay(weft_device *dev, weft_capture *cap) {
@@ -291,7 +291,7 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
     replay_done(dev, cap);
     return;
   }
-  if (dev->dry_depth) { /* a dry run drops launches: a replay's too (measured, not run) */
+  if (dev->mem.dry_depth) { /* a dry run drops launches: a replay's too (measured, not run) */
     uint64_t n = cap->graph ? weft__launch_count(dev, cap->graph) : run_count(cap);
     dev->stats.launches += n;
     dev->stats.launches_dry += n;
@@ -326,7 +326,7 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
 }
 
 static void unlink_live(weft_device *dev, weft_capture *cap) {
-  for (weft_capture **p = &dev->captures; *p; p = &(*p)->next_live)
+  for (weft_capture **p = &dev->window.captures; *p; p = &(*p)->next_live)
     if (*p == cap) {
       *p = cap->next_live;
       dev->stats.captures_live--;
@@ -397,8 +397,8 @@ static void capture_unown(weft_capture *cap) {
 /* Close: every capture still alive ends and gives back what it held; the
  * object itself stays the caller's until it destroys it. */
 void weft__capture_close_all(weft_device *dev) {
-  while (dev->captures) {
-    weft_capture *cap = dev->captures;
+  while (dev->window.captures) {
+    weft_capture *cap = dev->window.captures;
     abort_capture(dev, cap);
     unlink_live(dev, cap);
     if (cap->destroy_cmd) weft__cmd_free(cap->destroy_cmd);
@@ -523,7 +523,7 @@ weft_status weft_capture_replay(weft_capture *cap) {
   cmd *c = weft__cmd_new_on(dev, CMD_REPLAY, 0, (weft_stream_id)__builtin_ctzll(cap->mask));
   if (!c) { /* the slot goes back: the replay never happened */
     atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
-    weft__ec_notify(&dev->room);
+    weft__ec_notify(&dev->cmds.room);
     return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a replay command");
   }
   c->data = cap;

@@ -22,8 +22,8 @@ static uint32_t cmd_class(size_t bytes) {
 
 /* Lowers a budget's count by |n| and wakes its waiters. */
 static void budget_release(weft_device *dev, uint32_t budget, uint64_t n) {
-  atomic_fetch_sub_explicit(&dev->pending[budget].n, n, memory_order_seq_cst);
-  weft__ec_notify(&dev->room);
+  atomic_fetch_sub_explicit(&dev->cmds.pending[budget].n, n, memory_order_seq_cst);
+  weft__ec_notify(&dev->cmds.room);
 }
 
 cmd *weft__cmd_alloc(weft_device *dev, cmd_kind kind, size_t extra, uint32_t budget) {
@@ -31,7 +31,7 @@ cmd *weft__cmd_alloc(weft_device *dev, cmd_kind kind, size_t extra, uint32_t bud
   uint32_t k = cmd_class(bytes);
   cmd *c = NULL;
   if (k < WEFT_CMD_CLASSES) {
-    ck_stack_entry_t *e = weft_freelist_pop(&dev->cmd_pool[k]);
+    ck_stack_entry_t *e = weft_freelist_pop(&dev->cmds.cmd_pool[k]);
     c = e ? (cmd *)WEFT_TASK_OF(e) : NULL;
     bytes = WEFT_CMD_CLASS_MIN << k;
   }
@@ -42,11 +42,11 @@ cmd *weft__cmd_alloc(weft_device *dev, cmd_kind kind, size_t extra, uint32_t bud
   c->budget = (uint16_t)budget;
   c->bytes = bytes;
   c->dev = dev;
-  uint64_t n = atomic_fetch_add_explicit(&dev->pending[budget].n, 1, memory_order_relaxed) + 1;
-  uint64_t peak = atomic_load_explicit(&dev->pending_peak, memory_order_relaxed);
+  uint64_t n = atomic_fetch_add_explicit(&dev->cmds.pending[budget].n, 1, memory_order_relaxed) + 1;
+  uint64_t peak = atomic_load_explicit(&dev->cmds.pending_peak, memory_order_relaxed);
   while (n > peak &&
-         !atomic_compare_exchange_weak_explicit(&dev->pending_peak, &peak, n, memory_order_relaxed,
-                                                memory_order_relaxed)) {
+         !atomic_compare_exchange_weak_explicit(&dev->cmds.pending_peak, &peak, n,
+                                                memory_order_relaxed, memory_order_relaxed)) {
   }
   return c;
 }
@@ -54,28 +54,29 @@ cmd *weft__cmd_alloc(weft_device *dev, cmd_kind kind, size_t extra, uint32_t bud
 /* Returns the scheduler's retired commands to their classes (one push per
  * class) and lowers the pending count once. */
 void weft__cmd_free_flush(weft_device *dev) {
-  if (!dev->fc_n) return;
+  if (!dev->cmds.fc_n) return;
   for (uint32_t k = 0; k < WEFT_CMD_CLASSES; k++) {
-    if (!dev->fc_head[k]) continue;
-    weft_freelist_push_chain(&dev->cmd_pool[k], dev->fc_head[k], dev->fc_tail[k]);
-    dev->fc_head[k] = dev->fc_tail[k] = NULL;
+    if (!dev->cmds.fc_head[k]) continue;
+    weft_freelist_push_chain(&dev->cmds.cmd_pool[k], dev->cmds.fc_head[k], dev->cmds.fc_tail[k]);
+    dev->cmds.fc_head[k] = dev->cmds.fc_tail[k] = NULL;
   }
-  dev->fc_n = 0;
-  for (uint64_t m = dev->fc_budgets; m; m &= m - 1) {
+  dev->cmds.fc_n = 0;
+  for (uint64_t m = dev->cmds.fc_budgets; m; m &= m - 1) {
     uint32_t b = (uint32_t)__builtin_ctzll(m);
-    atomic_fetch_sub_explicit(&dev->pending[b].n, dev->fc_pending[b], memory_order_seq_cst);
-    dev->fc_pending[b] = 0;
-  }
-  dev->fc_budgets = 0;
-  if (dev->fc_pending[WEFT_MAX_STREAMS]) {
-    atomic_fetch_sub_explicit(&dev->pending[WEFT_MAX_STREAMS].n, dev->fc_pending[WEFT_MAX_STREAMS],
+    atomic_fetch_sub_explicit(&dev->cmds.pending[b].n, dev->cmds.fc_pending[b],
                               memory_order_seq_cst);
-    dev->fc_pending[WEFT_MAX_STREAMS] = 0;
+    dev->cmds.fc_pending[b] = 0;
+  }
+  dev->cmds.fc_budgets = 0;
+  if (dev->cmds.fc_pending[WEFT_MAX_STREAMS]) {
+    atomic_fetch_sub_explicit(&dev->cmds.pending[WEFT_MAX_STREAMS].n,
+                              dev->cmds.fc_pending[WEFT_MAX_STREAMS], memory_order_seq_cst);
+    dev->cmds.fc_pending[WEFT_MAX_STREAMS] = 0;
   }
   WEFT_HUNT_POINT(45);
   /* A waiting client may need room for several commands (a replay): wake
    * waiters on every pass; without one, this is a fence and a load. */
-  weft__ec_notify(&dev->room);
+  weft__ec_notify(&dev->cmds.room);
 }
 
 void weft__cmd_free(cmd *c) {
@@ -85,22 +86,22 @@ void weft__cmd_free(cmd *c) {
   bool pooled = k < WEFT_CMD_CLASSES && c->bytes == (WEFT_CMD_CLASS_MIN << k);
   if (pooled && weft__dev_scheduling() == dev) { /* batched: see cmd_free_flush */
     c->task.link.next = NULL;
-    if (dev->fc_tail[k])
-      dev->fc_tail[k]->next = &c->task.link;
+    if (dev->cmds.fc_tail[k])
+      dev->cmds.fc_tail[k]->next = &c->task.link;
     else
-      dev->fc_head[k] = &c->task.link;
-    dev->fc_tail[k] = &c->task.link;
+      dev->cmds.fc_head[k] = &c->task.link;
+    dev->cmds.fc_tail[k] = &c->task.link;
     if (!c->detached) {
-      dev->fc_pending[c->budget]++;
-      if (c->budget < WEFT_MAX_STREAMS) dev->fc_budgets |= UINT64_C(1) << c->budget;
+      dev->cmds.fc_pending[c->budget]++;
+      if (c->budget < WEFT_MAX_STREAMS) dev->cmds.fc_budgets |= UINT64_C(1) << c->budget;
     }
-    if (++dev->fc_n >= 256) weft__cmd_free_flush(dev);
+    if (++dev->cmds.fc_n >= 256) weft__cmd_free_flush(dev);
     return;
   }
   bool counted = !c->detached;
   uint32_t budget = c->budget; /* |c| is gone below */
   if (pooled)
-    weft_freelist_push(&dev->cmd_pool[k], &c->task.link);
+    weft_freelist_push(&dev->cmds.cmd_pool[k], &c->task.link);
   else
     weft__free(&dev->alloc, c, c->bytes, 16);
   if (counted) budget_release(dev, budget, 1);
@@ -115,7 +116,7 @@ void weft__cmd_detach(weft_device *dev, cmd *c) {
 void weft__cmd_pool_destroy(weft_device *dev) {
   for (uint32_t k = 0; k < WEFT_CMD_CLASSES; k++) {
     ck_stack_entry_t *e;
-    while ((e = weft_freelist_pop(&dev->cmd_pool[k])))
+    while ((e = weft_freelist_pop(&dev->cmds.cmd_pool[k])))
       weft__free(&dev->alloc, WEFT_TASK_OF(e), WEFT_CMD_CLASS_MIN << k, 16);
   }
 }

@@ -209,7 +209,7 @@ static weft_stream *stream_or_fail(weft_device *dev, cmd *c, weft_buf *b, bool w
 static bool waits_for_kernel(weft_device *dev, const cmd *t, const cmd *k) {
   uint64_t need[WEFT_MAX_STREAMS] = {0};
   const weft_task *at[WEFT_MAX_STREAMS];
-  for (uint32_t s = 0; s < dev->max_streams; s++) at[s] = dev->fifo[s].head;
+  for (uint32_t s = 0; s < dev->max_streams; s++) at[s] = dev->ms.fifo[s].head;
   need[t->on_slot] = t->task.seq;
   for (bool more = true; more;) {
     more = false;
@@ -249,7 +249,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
     weft__cmd_free(c);
     return;
   }
-  if (write && dev->dry_depth) { /* measured, not run: maps nothing */
+  if (write && dev->mem.dry_depth) { /* measured, not run: maps nothing */
     unstage(dev, c);
     write_answer(c);
     weft__cmd_free(c);
@@ -302,7 +302,7 @@ static void sched_sync(weft_device *dev, cmd *c) {
   if (!dev->streams[slot]) {
     /* Nothing ever ran there; a question never creates a stream. */
     weft__token_complete(c->token,
-                         weft__poisoned(dev) ? weft_error_clone(dev->poison_error) : NULL);
+                         weft__poisoned(dev) ? weft_error_clone(dev->live.poison_error) : NULL);
     weft__cmd_free(c);
     return;
   }
@@ -378,8 +378,8 @@ static void write_answer(cmd *c) {
   weft_token *tok = c->token;
   if (!tok) return;
   c->token = NULL; /* the caller's stack: not touched once answered */
-  weft__token_complete(tok,
-                       c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
+  weft__token_complete(tok, c->result == OUT_POISONED ? weft_error_clone(c->dev->live.poison_error)
+                                                      : NULL);
 }
 
 static void run_write(weft_task *t, weft_stream *on) {
@@ -418,8 +418,8 @@ static void run_barrier(weft_task *t, weft_stream *on) {
   c->result = weft__poisoned(c->dev) ? OUT_POISONED : OUT_RUN;
   /* A deferred backend's barrier is answered when it retires. */
   if (c->dev->backend->deferred || !c->token) return;
-  weft__token_complete(c->token,
-                       c->result == OUT_POISONED ? weft_error_clone(c->dev->poison_error) : NULL);
+  weft__token_complete(
+      c->token, c->result == OUT_POISONED ? weft_error_clone(c->dev->live.poison_error) : NULL);
 }
 
 void weft__copy_schedule_write(weft_device *dev, cmd *c) {
@@ -459,7 +459,7 @@ void weft__copy_complete_read(weft_device *dev, cmd *c) {
   weft_buf *b = c->bufs[0];
   weft_status st;
   if (c->result == OUT_POISONED) {
-    st = weft_error_clone(dev->poison_error);
+    st = weft_error_clone(dev->live.poison_error);
   } else if (c->result == OUT_FAILED) { /* the copy back failed; the buffer is intact */
     st = c->error;
     c->error = NULL;
@@ -482,6 +482,6 @@ void weft__copy_complete_read(weft_device *dev, cmd *c) {
 
 void weft__copy_complete_sync(weft_device *dev, cmd *c) {
   if (dev->backend->deferred && c->token) /* the barrier's position has completed */
-    weft__token_complete(c->token,
-                         c->result == OUT_POISONED ? weft_error_clone(dev->poison_error) : NULL);
+    weft__token_complete(
+        c->token, c->result == OUT_POISONED ? weft_error_clone(dev->live.poison_error) : NULL);
 }

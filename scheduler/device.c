@@ -95,7 +95,7 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
 /* The memory configuration every stream's manager starts from; a custom
  * layout is copied and validated now, so a bad one fails the open. */
 static weft_status memory_config(weft_device *dev, const weft_device_options *o) {
-  weft_mm_config *cfg = &dev->mm_config;
+  weft_mm_config *cfg = &dev->mem.mm_config;
   /* A capped device can hold a buffer as large as its capacity; a GPU is
    * capped by its memory (and the option, when lower). */
   uint64_t cap = dev->backend->vt->capacity(dev->backend);
@@ -111,34 +111,34 @@ static weft_status memory_config(weft_device *dev, const weft_device_options *o)
     /* A device below the default ladder's first rungs would give every
      * buffer an exclusive page: small buffers share quarter-device pages. */
     uint64_t page = cap / 4 ? cap / 4 : 1;
-    dev->layout_pools = weft__alloc(&dev->alloc, sizeof(weft_pool_config) * 3, 16);
-    if (!dev->layout_pools) return weft__oom(sizeof(weft_pool_config) * 3, "the memory layout");
-    dev->layout_pools[0] =
+    dev->mem.layout_pools = weft__alloc(&dev->alloc, sizeof(weft_pool_config) * 3, 16);
+    if (!dev->mem.layout_pools) return weft__oom(sizeof(weft_pool_config) * 3, "the memory layout");
+    dev->mem.layout_pools[0] =
         (weft_pool_config){.kind = WEFT_POOL_EXCLUSIVE, .dealloc_period = WEFT_NO_PERIOD};
-    dev->layout_pools[1] = (weft_pool_config){
+    dev->mem.layout_pools[1] = (weft_pool_config){
         .kind = WEFT_POOL_SLICED, .page_size = page, .max_slice_size = page / 2 ? page / 2 : 1};
-    dev->layout_pools[2] = (weft_pool_config){
+    dev->mem.layout_pools[2] = (weft_pool_config){
         .kind = WEFT_POOL_EXCLUSIVE, .max_alloc_size = cap, .dealloc_period = 5000};
     cfg->layout =
-        (weft_layout){.kind = WEFT_LAYOUT_CUSTOM, .pools = dev->layout_pools, .num_pools = 3};
+        (weft_layout){.kind = WEFT_LAYOUT_CUSTOM, .pools = dev->mem.layout_pools, .num_pools = 3};
   } else if (o->memory_layout) {
     cfg->layout = *o->memory_layout;
     if (cfg->layout.kind == WEFT_LAYOUT_CUSTOM && cfg->layout.pools && cfg->layout.num_pools &&
         cfg->layout.num_pools < 255) {
       size_t bytes = sizeof(weft_pool_config) * cfg->layout.num_pools;
-      dev->layout_pools = weft__alloc(&dev->alloc, bytes, 16);
-      if (!dev->layout_pools) return weft__oom(bytes, "the memory layout");
-      memcpy(dev->layout_pools, cfg->layout.pools, bytes);
-      cfg->layout.pools = dev->layout_pools;
+      dev->mem.layout_pools = weft__alloc(&dev->alloc, bytes, 16);
+      if (!dev->mem.layout_pools) return weft__oom(bytes, "the memory layout");
+      memcpy(dev->mem.layout_pools, cfg->layout.pools, bytes);
+      cfg->layout.pools = dev->mem.layout_pools;
     } else if (cfg->layout.kind != WEFT_LAYOUT_CUSTOM) {
       cfg->layout.pools = NULL;
       cfg->layout.num_pools = 0;
     } /* else a custom list the probe refuses (none, or too many), as given */
   }
   weft_mm *probe; /* builds no page: validates the layout against this device */
-  weft_status st = weft_mm_create(cfg, dev->storage, &dev->alloc, &probe);
+  weft_status st = weft_mm_create(cfg, dev->mem.storage, &dev->alloc, &probe);
   if (st) {
-    if (!dev->layout_pools) cfg->layout = (weft_layout){.kind = cfg->layout.kind};
+    if (!dev->mem.layout_pools) cfg->layout = (weft_layout){.kind = cfg->layout.kind};
     return st;
   }
   weft_mm_destroy(probe);
@@ -201,17 +201,17 @@ static weft_status backend_open(weft_device *dev, const weft_device_options *o) 
   weft_backend_config cfg = {
       .alloc = &dev->alloc,
       .options = o,
-      .progress = &dev->wake,
+      .progress = &dev->loop.wake,
       .worker_ctx = dev,
       .tag = dev->tag,
       .sink = {.ctx = dev, .poison = sink_poison, .poisoned = sink_poisoned},
   };
   weft_status st = weft_backend_open(o->backend, &cfg, &dev->backend);
   if (st) return st;
-  dev->storage = dev->backend->vt->storage(dev->backend);
+  dev->mem.storage = dev->backend->vt->storage(dev->backend);
   /* A deferred backend's streams take work from the scheduler's own thread
    * only (the CUDA lanes enqueue with the context current): no combining. */
-  dev->combining = o->scheduler == WEFT_SCHEDULER_COMBINING && !dev->backend->deferred;
+  dev->loop.combining = o->scheduler == WEFT_SCHEDULER_COMBINING && !dev->backend->deferred;
   return NULL;
 }
 
@@ -228,24 +228,26 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->max_streams = o.max_streams;
   dev->max_tasks = o.max_tasks;
   dev->strategy = o.strategy;
-  dev->wake.ec = &dev->inbox.ec;
-  dev->max_pending = o.max_pending_commands ? o.max_pending_commands : 16384;
+  dev->loop.wake.ec = &dev->loop.inbox.ec;
+  dev->cmds.max_pending = o.max_pending_commands ? o.max_pending_commands : 16384;
   dev->tag = atomic_fetch_add(&device_tags, 1) + 1;
-  weft_inbox_init(&dev->inbox);
+  weft_inbox_init(&dev->loop.inbox);
   weft_handles_init(&dev->buffers, &dev->alloc);
   dev->buffers.gen_base = dev->tag * 2654435761u;
   size_t kbytes = sizeof(weft_kernel_entry) * WEFT_MAX_KERNELS;
   dev->kernels = weft__calloc(&dev->alloc, kbytes, WEFT_CACHELINE);
   dev->streams = weft__calloc(&dev->alloc, sizeof(weft_stream *) * o.max_streams, 16);
-  dev->batches = weft__calloc(&dev->alloc, sizeof(weft_batch) * o.max_streams, 16);
-  if (!dev->kernels || !dev->streams || !dev->batches) st = weft__oom(kbytes, "the device tables");
+  dev->ms.batches = weft__calloc(&dev->alloc, sizeof(weft_batch) * o.max_streams, 16);
+  if (!dev->kernels || !dev->streams || !dev->ms.batches)
+    st = weft__oom(kbytes, "the device tables");
   if (!st) st = backend_open(dev, &o);
   if (!st) {
-    dev->mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
-    dev->synced = weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
+    dev->mem.mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
+    dev->ms.synced =
+        weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
     dev->drops = weft__calloc(&dev->alloc, sizeof(weft_drop_queue) * o.max_streams, 16);
     dev->slot_refs = weft__calloc(&dev->alloc, sizeof(struct weft_slot_ref) * o.max_streams, 16);
-    if (!dev->mms || !dev->drops || !dev->slot_refs || !dev->synced)
+    if (!dev->mem.mms || !dev->drops || !dev->slot_refs || !dev->ms.synced)
       st = weft__oom(sizeof(weft_drop_queue) * o.max_streams, "the memory managers");
   }
   if (!st) st = memory_config(dev, &o);
@@ -257,20 +259,20 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     st = failpoints_from(install_failpoints(dev, getenv("WEFT_FAILPOINTS")),
                          "the WEFT_FAILPOINTS environment variable");
   if (!st) {
-    int rc = pthread_create(&dev->thread, NULL, weft__scheduler_main, dev);
+    int rc = pthread_create(&dev->loop.thread, NULL, weft__scheduler_main, dev);
     if (rc != 0)
       st = weft_error_make(WEFT_ERR_GENERIC, "cannot start the scheduler thread (error %d)", rc);
   }
   if (st) {
     weft_failures_destroy(&dev->failures);
-    weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * o.max_streams, 16);
-    weft__free(&dev->alloc, dev->synced, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->mem.mms, sizeof(weft_mm *) * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->ms.synced, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
     weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * o.max_streams, 16);
-    weft__free(&dev->alloc, dev->layout_pools,
-               sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
+    weft__free(&dev->alloc, dev->mem.layout_pools,
+               sizeof(weft_pool_config) * dev->mem.mm_config.layout.num_pools, 16);
     if (dev->backend) dev->backend->vt->destroy(dev->backend); /* and the storage */
-    weft__free(&dev->alloc, dev->batches, sizeof(weft_batch) * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->ms.batches, sizeof(weft_batch) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->kernels, kbytes, WEFT_CACHELINE);
     weft_handles_destroy(&dev->buffers);
@@ -285,7 +287,7 @@ void weft_device_close(weft_device *dev) {
   if (!dev) return;
   /* From here every call is refused; the calls already inside finish first,
    * their commands ahead of the shutdown (see weft__enter). */
-  atomic_store_explicit(&dev->closing, 1, memory_order_seq_cst);
+  atomic_store_explicit(&dev->live.closing, 1, memory_order_seq_cst);
   weft__callers_drain(dev);
   /* Close cannot fail: the shutdown command lives on this stack (bytes 0,
    * never freed), which is safe because close waits for the scheduler. */
@@ -295,7 +297,7 @@ void weft_device_close(weft_device *dev) {
   c_stack.dev = dev;
   cmd *c = &c_stack;
   weft__cmd_submit(dev, c);
-  pthread_join(dev->thread, NULL);
+  pthread_join(dev->loop.thread, NULL);
   for (uint32_t i = 0; i < dev->max_streams; i++)
     if (dev->streams[i]) weft_drop_queue_destroy(&dev->drops[i]);
   /* The storage and the streams are torn down on this thread. */
@@ -318,16 +320,17 @@ void weft_device_close(weft_device *dev) {
   }
   weft__dev_mm_destroy_all(dev);
   weft_failures_destroy(&dev->failures);
-  weft_error_free(dev->poison_error);
-  weft__free(&dev->alloc, dev->mms, sizeof(weft_mm *) * dev->max_streams, 16);
-  weft__free(&dev->alloc, dev->synced, sizeof(uint64_t) * dev->max_streams * dev->max_streams, 16);
+  weft_error_free(dev->live.poison_error);
+  weft__free(&dev->alloc, dev->mem.mms, sizeof(weft_mm *) * dev->max_streams, 16);
+  weft__free(&dev->alloc, dev->ms.synced, sizeof(uint64_t) * dev->max_streams * dev->max_streams,
+             16);
   weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * dev->max_streams, 16);
-  weft__free(&dev->alloc, dev->layout_pools,
-             sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
+  weft__free(&dev->alloc, dev->mem.layout_pools,
+             sizeof(weft_pool_config) * dev->mem.mm_config.layout.num_pools, 16);
   dev->backend->vt->destroy(dev->backend); /* storage, streams, modules, the context */
   weft_allocator alloc = dev->alloc;
-  weft__free(&alloc, dev->batches, sizeof(weft_batch) * dev->max_streams, 16);
+  weft__free(&alloc, dev->ms.batches, sizeof(weft_batch) * dev->max_streams, 16);
   weft__free(&alloc, dev->streams, sizeof(weft_stream *) * dev->max_streams, 16);
   weft__free(&alloc, dev->kernels, sizeof(weft_kernel_entry) * WEFT_MAX_KERNELS, WEFT_CACHELINE);
   weft_handles_destroy(&dev->buffers);
@@ -354,8 +357,8 @@ weft_status weft_device_info_get(weft_device *dev, weft_device_info *out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   memset(out, 0, sizeof(*out));
   out->max_streams = dev->max_streams;
-  out->memory_align = (uint32_t)weft_storage_alignment(dev->storage);
-  out->capacity = dev->mm_config.device_bytes;
+  out->memory_align = (uint32_t)weft_storage_alignment(dev->mem.storage);
+  out->capacity = dev->mem.mm_config.device_bytes;
   dev->backend->vt->info(dev->backend, out);
   return NULL;
 }
@@ -381,8 +384,8 @@ weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn,
   weft_status st = weft__enter_open(dev, &in);
   if (st) return st;
   /* release: a worker that loads the function sees its user pointer. */
-  atomic_store_explicit(&dev->on_poison_user, user, memory_order_release);
-  atomic_store_explicit(&dev->on_poison, fn, memory_order_release);
+  atomic_store_explicit(&dev->live.on_poison_user, user, memory_order_release);
+  atomic_store_explicit(&dev->live.on_poison, fn, memory_order_release);
   return NULL;
 }
 
@@ -410,15 +413,15 @@ weft_status weft_device_poisoned(weft_device *dev) {
   weft_status st = weft__enter_open(dev, &in);
   if (st) return st;
   if (!weft__poisoned(dev)) return NULL;
-  return weft_error_clone(dev->poison_error);
+  return weft_error_clone(dev->live.poison_error);
 }
 
 /* ---- the commands only the device answers ------------------------------------------------- */
 
 static void process_stats(weft_device *dev, cmd *c) {
   dev->stats.failures_live = weft_graph_len(&dev->failures.graph);
-  dev->stats.pending_peak = atomic_load(&dev->pending_peak);
-  dev->stats.backpressure_waits = atomic_load(&dev->backpressure_waits);
+  dev->stats.pending_peak = atomic_load(&dev->cmds.pending_peak);
+  dev->stats.backpressure_waits = atomic_load(&dev->cmds.backpressure_waits);
   dev->backend->vt->stats(dev->backend, &dev->stats);
   *c->stats_out = dev->stats;
   weft__token_complete(c->token, NULL);
@@ -426,9 +429,9 @@ static void process_stats(weft_device *dev, cmd *c) {
 }
 
 static void process_shutdown(weft_device *dev, cmd *c) {
-  dev->shutdown = true;
+  dev->loop.shutdown = true;
   weft__cmd_free(c);
-  weft__signal_raise(&dev->wake); /* a combining client may have taken it */
+  weft__signal_raise(&dev->loop.wake); /* a combining client may have taken it */
 }
 
 static void process_failpoints(weft_device *dev, cmd *c) {

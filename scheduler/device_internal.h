@@ -156,85 +156,113 @@ _Static_assert(WEFT_CMD_HEADER + 3 * (sizeof(weft_binding) + sizeof(weft_buf *) 
                    WEFT_CMD_CLASS_MIN,
                "a 3-binding launch on 4 streams must fit the smallest command class");
 
+/* The device, as one sub-struct per owning file (the file that writes it;
+ * others read). Cache lines apart where different threads write: the
+ * inbox (every producer and the scheduler), the command pools (clients pop,
+ * the scheduler pushes), each back-pressure budget, the launch counter
+ * (clients), the callers-inside shards, and the scheduler-only state. */
 struct weft_device {
+  /* device.c: fixed at open */
   weft_allocator alloc;
   weft_backend_base *backend; /* runs the streams, owns the storage (streams/backend.h) */
   uint32_t max_streams, max_tasks;
   weft_strategy strategy;
   uint32_t tag; /* distinguishes this device's kernel ids */
-  /* Read-mostly state every client call reads. */
-  _Atomic uint32_t closing;
-  /* poisoning: the error is written once before the flag (release) */
-  _Atomic uint32_t poisoned;
-  weft_status poison_error;
-  _Atomic(weft_poison_fn) on_poison;
-  _Atomic(void *) on_poison_user;
-  uint64_t max_pending;
-  bool combining;   /* WEFT_SCHEDULER_COMBINING */
-  weft_signal wake; /* the pool and clients wake the scheduler thread (inbox.ec) */
+  /* inside.c: read by every client call */
+  struct weft_live {
+    _Atomic uint32_t closing;
+    /* poisoning: the error is written once before the flag (release) */
+    _Atomic uint32_t poisoned;
+    weft_status poison_error;
+    _Atomic(weft_poison_fn) on_poison;
+    _Atomic(void *) on_poison_user;
+    /* Callers inside a public call (weft__enter), spread over lines picked
+     * per thread so that entering touches no line another thread writes;
+     * close waits until their sum is 0 before it stops the scheduler. */
+    struct weft_callers {
+      _Alignas(64) _Atomic uint64_t n;
+    } callers[WEFT_CALLER_SHARDS];
+  } live;
+  /* kernels.c */
   weft_kernel_entry *kernels;
   _Atomic uint32_t nkernels;
-  pthread_t thread;
+  /* buffers.c: the lock-free handle table clients check */
   weft_handles buffers;
-  /* Cache lines apart, each written by different threads: the inbox (every
-   * producer and the scheduler), the command pools (clients pop, the
-   * scheduler pushes), the back-pressure counters (clients and the
-   * scheduler) and the launch counter (clients). */
-  _Alignas(64) weft_inbox inbox;
-  _Atomic uint32_t role; /* COMBINING: 1 while a thread holds the scheduler role */
-  _Alignas(64) weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
-  /* back-pressure: commands submitted and not yet retired, per budget (a
-   * stream slot's, then the device's own for commands on no stream), each on
-   * its own line: clients of different streams do not share one */
-  struct weft_budget {
-    _Alignas(64) _Atomic uint64_t n;
-  } pending[WEFT_MAX_STREAMS + 1];
-  _Alignas(64) _Atomic uint64_t pending_peak, backpressure_waits;
-  weft_eventcount room;          /* clients waiting for pending < max_pending park here */
-  _Atomic uint64_t staged_bytes; /* staged write bytes not yet freed (the staging window) */
+  /* launch.c: launch numbers (clients) */
   _Alignas(64) _Atomic uint64_t launches_submitted;
-  /* Callers inside a public call (weft__enter), spread over lines picked per
-   * thread so that entering touches no line another thread writes; close
-   * waits until their sum is 0 before it stops the scheduler. */
-  struct weft_callers {
-    _Alignas(64) _Atomic uint64_t n;
-  } callers[WEFT_CALLER_SHARDS];
+  /* copy.c: staged write bytes not yet freed (the staging window) */
+  _Atomic uint64_t staged_bytes;
+  /* command.c (counts) and submit.c (waiting for room) */
+  struct weft_cmds {
+    uint64_t max_pending;
+    _Alignas(64) weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
+    /* back-pressure: commands submitted and not yet retired, per budget (a
+     * stream slot's, then the device's own for commands on no stream), each
+     * on its own line: clients of different streams do not share one */
+    struct weft_budget {
+      _Alignas(64) _Atomic uint64_t n;
+    } pending[WEFT_MAX_STREAMS + 1];
+    _Alignas(64) _Atomic uint64_t pending_peak, backpressure_waits;
+    weft_eventcount room; /* clients waiting for pending < max_pending park here */
+    /* scheduler only: commands retired and not yet returned to their
+     * classes, returned in one push per class (and the pending counts
+     * lowered once) per retirement pass */
+    _Alignas(64) uint64_t fc_pending[WEFT_MAX_STREAMS + 1]; /* counted as pending, per budget */
+    ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
+    uint64_t fc_n, fc_budgets; /* commands in the chains; stream budgets (bits) in fc_pending */
+  } cmds;
+  /* loop.c */
+  struct weft_loop {
+    bool combining;   /* WEFT_SCHEDULER_COMBINING */
+    weft_signal wake; /* the pool and clients wake the scheduler thread (inbox.ec) */
+    pthread_t thread;
+    _Alignas(64) weft_inbox inbox;
+    _Atomic uint32_t role; /* COMBINING: 1 while a thread holds the scheduler role */
+    /* scheduler only */
+    _Alignas(64) ck_stack_entry_t *held_head, *held_tail; /* taken from the inbox, not yet
+                                                              processed */
+    uint32_t combines; /* COMBINING: passes made by clients (retirement every 16th) */
+    bool shutdown;
+  } loop;
   /* ---- scheduler thread only ---- */
-  _Alignas(64) weft_storage *storage; /* the backend's */
-  weft_failures failures;             /* the error graph and the failure-store surface */
-  weft_failpoints failpoints;
-  weft_mm **mms; /* [max_streams]: memory managers, created by the first buffer */
-  weft_mm_config mm_config;
-  weft_pool_config *layout_pools; /* owned copy of a custom layout */
-  uint32_t dry_depth;
-  bool in_reclaim; /* the reclaim callback runs: releases take effect at once */
-  weft_reclaim_fn reclaim;
-  void *reclaim_user;
-  ck_stack_entry_t *held_head, *held_tail; /* taken from the inbox, not yet processed */
-  struct weft_fifo {
-    weft_task *head, *tail; /* tasks handed to the stream, oldest first, not yet retired */
-  } fifo[WEFT_MAX_STREAMS];
-  /* Commands retired and not yet returned to their classes: returned in one
-   * push per class, and the pending count lowered once, per retirement pass. */
-  uint64_t fc_pending[WEFT_MAX_STREAMS + 1]; /* of them, counted as pending, per budget */
-  ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
-  uint64_t fc_n, fc_budgets; /* commands in the chains; stream budgets (bits) in fc_pending */
-  weft_stream **streams;     /* [max_streams], created lazily */
-  weft_drop_queue *drops;    /* [max_streams]: staged write bytes, fenced by the stream */
+  /* memory_calls.c */
+  struct weft_memory {
+    weft_storage *storage; /* the backend's */
+    weft_mm **mms;         /* [max_streams]: memory managers, created by the first buffer */
+    weft_mm_config mm_config;
+    weft_pool_config *layout_pools; /* owned copy of a custom layout */
+    uint32_t dry_depth;
+    bool in_reclaim; /* the reclaim callback runs: releases take effect at once */
+    weft_reclaim_fn reclaim;
+    void *reclaim_user;
+  } mem;
+  /* multistream.c: placement and cross-stream order; retire.c pops |fifo| */
+  struct weft_ms {
+    struct weft_fifo {
+      weft_task *head, *tail; /* tasks handed to the stream, oldest first, not yet retired */
+    } fifo[WEFT_MAX_STREAMS];
+    uint64_t *synced;    /* [slot * max_streams + origin]: origin seq the slot has waited for */
+    weft_batch *batches; /* [max_streams] */
+    uint64_t isolated;   /* slots that require isolation (a capture window): no interleaving */
+    uint64_t inflight;   /* tasks dispatched and not yet completed */
+    uint64_t placed;     /* tasks placed on streams so far */
+  } ms;
+  /* window.c and capture.c */
+  struct weft_windows {
+    uint64_t forbid_mask; /* slots whose reservations are Forbidden (recording) */
+    struct weft_capture *capture_of[WEFT_MAX_STREAMS]; /* the window each slot is in */
+    struct weft_capture *captures;                     /* live captures (close ends them) */
+  } window;
+  /* the backend's streams */
+  weft_stream **streams;  /* [max_streams], created lazily */
+  weft_drop_queue *drops; /* [max_streams]: staged write bytes, fenced by the stream */
   struct weft_slot_ref {
     weft_device *dev;
     uint32_t slot;
   } * slot_refs;
-  uint64_t *synced;     /* [slot * max_streams + origin]: origin seq the slot has waited for */
-  weft_batch *batches;  /* [max_streams] */
-  uint64_t isolated;    /* slots that require isolation (a capture window): no interleaving */
-  uint64_t forbid_mask; /* slots whose reservations are Forbidden (recording) */
-  struct weft_capture *capture_of[WEFT_MAX_STREAMS]; /* the window each slot is in */
-  struct weft_capture *captures;                     /* live captures (close ends them) */
-  uint64_t inflight;                                 /* tasks dispatched and not yet completed */
-  uint64_t placed;                                   /* tasks placed on streams so far */
-  uint32_t combines; /* COMBINING: passes made by clients (retirement every 16th) */
-  bool shutdown;
+  /* device.c */
+  weft_failures failures; /* the error graph and the failure-store surface */
+  weft_failpoints failpoints;
   weft_device_stats stats;
 };
 
@@ -263,7 +291,7 @@ static inline void *weft__buf_ptr(weft_buf *b, uint64_t offset) {
 
 /* 1 once the poison error is published (2 while it is being written). */
 static inline bool weft__poisoned(const weft_device *dev) {
-  return atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1;
+  return atomic_load_explicit(&dev->live.poisoned, memory_order_acquire) == 1;
 }
 
 /* Asks the backend for a sticky fault (with |query|, of the streams too):

@@ -7,45 +7,20 @@
 
 _Thread_local weft_device *weft__scheduling = NULL;
 
-/* ---- argument checks (client side) ---------------------------------------------------------- */
-
-/* ---- callers inside (see weft__enter in device.h) ---- */
+/* ---- callers inside ---- */
 
 static _Atomic uint32_t caller_shards = 0;
+_Thread_local uint32_t weft__caller_shard = 0;
 
-static _Thread_local uint32_t caller_shard = 0; /* this thread's line + 1; 0: none yet */
-
-/* Counts the caller in unless the device is closing (the poisoned state is
- * the caller's to check). */
-weft_status weft__enter_open(weft_device *dev, weft_inside *in) {
-  in->dev = NULL;
-  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
-  uint32_t s = caller_shard;
-  if (!s)
-    s = caller_shard =
-        atomic_fetch_add_explicit(&caller_shards, 1, memory_order_relaxed) % WEFT_CALLER_SHARDS + 1;
-  /* seq_cst increment, then seq_cst load of |closing|, against close's store
-   * of |closing|, then loads of the counts: either close sees this caller
-   * or this caller sees close. */
-  atomic_fetch_add_explicit(&dev->callers[s - 1].n, 1, memory_order_seq_cst);
-  in->shard = s - 1;
-  in->dev = dev;
-  if (atomic_load_explicit(&dev->closing, memory_order_seq_cst))
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closing");
-  return NULL;
+uint32_t weft__caller_shard_pick(void) {
+  return weft__caller_shard = atomic_fetch_add_explicit(&caller_shards, 1, memory_order_relaxed) %
+                                  WEFT_CALLER_SHARDS +
+                              1;
 }
 
-weft_status weft__enter(weft_device *dev, weft_inside *in) {
-  weft_status st = weft__enter_open(dev, in);
-  if (!st && atomic_load_explicit(&dev->poisoned, memory_order_acquire) == 1)
-    st = weft_error_clone(dev->poison_error);
-  return st;
-}
-
-/* The caller's last touch of the device: close may free it right after. */
-void weft__leave(weft_inside *in) {
-  if (in->dev) atomic_fetch_sub_explicit(&in->dev->callers[in->shard].n, 1, memory_order_release);
-  in->dev = NULL;
+weft_status weft__enter_refused(const weft_device *dev) {
+  return dev ? weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is closing")
+             : weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
 }
 
 /* A blocking call made on the device's scheduler thread (from a reclaim
@@ -65,7 +40,7 @@ void weft__callers_drain(weft_device *dev) {
   for (unsigned spins = 0;; spins += spins < 192) {
     uint64_t n = 0;
     for (uint32_t i = 0; i < WEFT_CALLER_SHARDS; i++)
-      n += atomic_load_explicit(&dev->callers[i].n, memory_order_seq_cst);
+      n += atomic_load_explicit(&dev->live.callers[i].n, memory_order_seq_cst);
     if (n == 0) return;
     if (spins < 64) {
       weft__cpu_relax();
@@ -82,12 +57,12 @@ void weft__callers_drain(weft_device *dev) {
  * embedder hears of it. Every later task completes as a no-op. */
 void weft__dev_poison(weft_device *dev, weft_status why) {
   uint32_t expected = 0;
-  if (!atomic_compare_exchange_strong(&dev->poisoned, &expected, 2)) {
+  if (!atomic_compare_exchange_strong(&dev->live.poisoned, &expected, 2)) {
     weft_error_free(why);
     return;
   }
-  dev->poison_error = why;
-  atomic_store_explicit(&dev->poisoned, 1, memory_order_release);
-  weft_poison_fn fn = atomic_load_explicit(&dev->on_poison, memory_order_acquire);
-  if (fn) fn(atomic_load_explicit(&dev->on_poison_user, memory_order_acquire), why);
+  dev->live.poison_error = why;
+  atomic_store_explicit(&dev->live.poisoned, 1, memory_order_release);
+  weft_poison_fn fn = atomic_load_explicit(&dev->live.on_poison, memory_order_acquire);
+  if (fn) fn(atomic_load_explicit(&dev->live.on_poison_user, memory_order_acquire), why);
 }

@@ -16,12 +16,44 @@ typedef struct weft_inside {
   weft_device *dev; /* set once inside */
   uint32_t shard;
 } weft_inside;
-weft_status weft__enter(weft_device *dev, weft_inside *in);
+/* Inline: every public call pays for them. */
+extern _Thread_local uint32_t weft__caller_shard; /* this thread's line + 1; 0: none yet */
+uint32_t weft__caller_shard_pick(void);
+weft_status weft__enter_refused(const weft_device *dev);
+
 /* As weft__enter, on a poisoned device too (destroy, the poison calls). */
-weft_status weft__enter_open(weft_device *dev, weft_inside *in);
+static inline weft_status weft__enter_open(weft_device *dev, weft_inside *in) {
+  in->dev = NULL;
+  if (!dev) return weft__enter_refused(dev);
+  uint32_t s = weft__caller_shard;
+  if (!s) s = weft__caller_shard_pick();
+  /* seq_cst increment, then seq_cst load of |closing|, against close's store
+   * of |closing|, then loads of the counts: either close sees this caller
+   * or this caller sees close. */
+  atomic_fetch_add_explicit(&dev->live.callers[s - 1].n, 1, memory_order_seq_cst);
+  in->shard = s - 1;
+  in->dev = dev;
+  if (atomic_load_explicit(&dev->live.closing, memory_order_seq_cst))
+    return weft__enter_refused(dev);
+  return NULL;
+}
+
+static inline weft_status weft__enter(weft_device *dev, weft_inside *in) {
+  weft_status st = weft__enter_open(dev, in);
+  if (!st && atomic_load_explicit(&dev->live.poisoned, memory_order_acquire) == 1)
+    st = weft_error_clone(dev->live.poison_error);
+  return st;
+}
+
 /* As weft__enter, then refuses a call from the device's own scheduler thread. */
 weft_status weft__enter_blocking(weft_device *dev, weft_inside *in);
-void weft__leave(weft_inside *in);
+
+/* The caller's last touch of the device: close may free it right after. */
+static inline void weft__leave(weft_inside *in) {
+  if (in->dev)
+    atomic_fetch_sub_explicit(&in->dev->live.callers[in->shard].n, 1, memory_order_release);
+  in->dev = NULL;
+}
 #define WEFT_INSIDE __attribute__((cleanup(weft__leave))) weft_inside
 /* Close: waits until every caller that entered has left. */
 void weft__callers_drain(weft_device *dev);

@@ -143,7 +143,7 @@ static void launch_arm(weft_device *dev, cmd *c) {
 
 void weft__launch_schedule(weft_device *dev, cmd *c) {
   dev->stats.launches++;
-  if (dev->dry_depth) { /* measured, not run: resolves no resource */
+  if (dev->mem.dry_depth) { /* measured, not run: resolves no resource */
     dev->stats.launches_dry++;
     weft__cmd_free(c);
     return;

@@ -28,11 +28,11 @@
  * yet, in submission order. Commands are popped one at a time so that a
  * drain (which runs in the middle of one) sees the completions behind it. */
 static void held_append(weft_device *dev, ck_stack_entry_t *first, ck_stack_entry_t *last) {
-  if (dev->held_tail)
-    dev->held_tail->next = first;
+  if (dev->loop.held_tail)
+    dev->loop.held_tail->next = first;
   else
-    dev->held_head = first;
-  dev->held_tail = last;
+    dev->loop.held_head = first;
+  dev->loop.held_tail = last;
 }
 
 /* One command reaching the scheduler: through the command table, so the
@@ -54,21 +54,22 @@ void weft__dev_process(weft_device *dev, cmd *c) {
 /* The scheduler's view, for a lost wake-up's report (role holder only). */
 static void dev_dump(weft_device *dev) {
   uint64_t pending = 0; /* over every stream's budget and the shared one */
-  for (uint32_t i = 0; i <= WEFT_MAX_STREAMS; i++) pending += atomic_load(&dev->pending[i].n);
+  for (uint32_t i = 0; i <= WEFT_MAX_STREAMS; i++) pending += atomic_load(&dev->cmds.pending[i].n);
   fprintf(stderr,
           "  scheduler (%s): role %u, wake raised %u, inbox %s (parked %u, epoch %u), "
           "held %s, pending %" PRIu64 ", inflight %" PRIu64 ", shutdown %d\n",
-          dev->combining ? "combining" : "thread", atomic_load(&dev->role),
-          atomic_load(&dev->wake.raised), weft_inbox_empty(&dev->inbox) ? "empty" : "non-empty",
-          atomic_load(&dev->inbox.ec.sleepers), atomic_load(&dev->inbox.ec.epoch),
-          dev->held_head ? "commands" : "none", pending, dev->inflight, dev->shutdown);
+          dev->loop.combining ? "combining" : "thread", atomic_load(&dev->loop.role),
+          atomic_load(&dev->loop.wake.raised),
+          weft_inbox_empty(&dev->loop.inbox) ? "empty" : "non-empty",
+          atomic_load(&dev->loop.inbox.ec.sleepers), atomic_load(&dev->loop.inbox.ec.epoch),
+          dev->loop.held_head ? "commands" : "none", pending, dev->ms.inflight, dev->loop.shutdown);
   for (uint32_t i = 0; i < dev->max_streams; i++) {
     if (!dev->streams[i]) continue;
-    weft_task *h = dev->fifo[i].head, *t = dev->fifo[i].tail;
+    weft_task *h = dev->ms.fifo[i].head, *t = dev->ms.fifo[i].tail;
     fprintf(stderr,
             "  slot %u: batch %u, placed %" PRIu64 ", unretired %" PRIu64 "..%" PRIu64
             ", completed %" PRIu64 "\n",
-            i, dev->batches[i].n, dev->streams[i]->submitted, h ? h->seq : 0, t ? t->seq : 0,
+            i, dev->ms.batches[i].n, dev->streams[i]->submitted, h ? h->seq : 0, t ? t->seq : 0,
             atomic_load(&dev->streams[i]->completed));
   }
   if (dev->backend->vt->dump) dev->backend->vt->dump(dev->backend, stderr);
@@ -90,8 +91,8 @@ typedef struct sched_probe {
 static bool sched_owed(void *arg, int pass) {
   sched_probe *pr = arg;
   (void)pass;
-  return (pr->inbox && !weft_inbox_empty(&pr->dev->inbox)) ||
-         atomic_load_explicit(&pr->dev->wake.raised, memory_order_acquire) ||
+  return (pr->inbox && !weft_inbox_empty(&pr->dev->loop.inbox)) ||
+         atomic_load_explicit(&pr->dev->loop.wake.raised, memory_order_acquire) ||
          weft__completions_owed(pr->dev);
 }
 
@@ -99,29 +100,29 @@ static bool sched_owed(void *arg, int pass) {
  * completes something. */
 static void sched_wait(weft_device *dev, bool inbox) {
   /* A deferred backend's streams wake the scheduler when done. */
-  if (dev->inflight && dev->backend->vt->arm) dev->backend->vt->arm(dev->backend);
+  if (dev->ms.inflight && dev->backend->vt->arm) dev->backend->vt->arm(dev->backend);
   for (int i = 0; i < 128; i++) {
-    if ((inbox && !weft_inbox_empty(&dev->inbox)) || weft__completions_ready(dev)) return;
+    if ((inbox && !weft_inbox_empty(&dev->loop.inbox)) || weft__completions_ready(dev)) return;
     weft__cpu_relax();
   }
   WEFT_HUNT_POINT(40);
-  uint32_t k = weft__ec_prepare(&dev->inbox.ec);
-  if ((inbox && !weft_inbox_empty(&dev->inbox)) || weft__completions_ready(dev) ||
-      weft__signal_take(&dev->wake)) {
-    weft__ec_cancel(&dev->inbox.ec);
+  uint32_t k = weft__ec_prepare(&dev->loop.inbox.ec);
+  if ((inbox && !weft_inbox_empty(&dev->loop.inbox)) || weft__completions_ready(dev) ||
+      weft__signal_take(&dev->loop.wake)) {
+    weft__ec_cancel(&dev->loop.inbox.ec);
     return;
   }
   /* A fault stops a deferred backend's completion marks: while its work is
    * outstanding, look for one every few milliseconds. */
-  if (dev->backend->deferred && dev->inflight) {
-    if (!weft__ec_wait_ns(&dev->inbox.ec, k, UINT64_C(2000000))) weft__check_fault(dev, true);
+  if (dev->backend->deferred && dev->ms.inflight) {
+    if (!weft__ec_wait_ns(&dev->loop.inbox.ec, k, UINT64_C(2000000))) weft__check_fault(dev, true);
     return;
   }
   /* Timed: a wake-up that never came costs 100 ms (and a grace park), not
    * a hang; counted only when it was owed (sched_owed), never for a late one. */
   sched_probe pr = {dev, inbox};
-  if (weft__ec_wait_owed(&dev->inbox.ec, k, WEFT_HUNT_PARK(UINT64_C(100000000)), sched_owed, &pr) ==
-      WEFT_PARK_LOST)
+  if (weft__ec_wait_owed(&dev->loop.inbox.ec, k, WEFT_HUNT_PARK(UINT64_C(100000000)), sched_owed,
+                         &pr) == WEFT_PARK_LOST)
     dev_lost_wakeup(dev, "the scheduler's park timed out with work it was owed a wake-up for");
 }
 
@@ -131,7 +132,7 @@ static void *scheduler_thread(weft_device *dev) {
   weft__scheduling = dev;
   uint32_t took = 0; /* commands in the last take */
   for (;;) {
-    if (!dev->held_head) {
+    if (!dev->loop.held_head) {
       weft__retire_all(dev);
       /* A small take while clients stream commands in: every take pulls the
        * inbox's line away from the producers, so give them a moment (a few
@@ -139,19 +140,19 @@ static void *scheduler_thread(weft_device *dev) {
       if (took && took < 8)
         for (int i = 0; i < WEFT_TAKE_BACKOFF; i++) weft__cpu_relax();
       took = 0;
-      ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->inbox, &tail);
+      ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->loop.inbox, &tail);
       if (!e) {
         /* Idle: hand every partial batch to its worker before parking. */
         weft__ms_flush_all(dev);
-        if (dev->shutdown && dev->inflight == 0) break;
+        if (dev->loop.shutdown && dev->ms.inflight == 0) break;
         if (!weft__retire_all(dev)) sched_wait(dev, true);
         continue;
       }
       held_append(dev, e, tail);
     }
-    ck_stack_entry_t *e = dev->held_head;
-    dev->held_head = e->next;
-    if (!dev->held_head) dev->held_tail = NULL;
+    ck_stack_entry_t *e = dev->loop.held_head;
+    dev->loop.held_head = e->next;
+    if (!dev->loop.held_head) dev->loop.held_tail = NULL;
     e->next = NULL;
     took++;
     weft__dev_process(dev, (cmd *)WEFT_TASK_OF(e));
@@ -163,8 +164,8 @@ static void *scheduler_thread(weft_device *dev) {
 /* ---- the combining scheduler --------------------------------------------------------------- */
 
 static bool role_try(weft_device *dev) {
-  return !atomic_load_explicit(&dev->role, memory_order_relaxed) &&
-         !atomic_exchange_explicit(&dev->role, 1, memory_order_acquire);
+  return !atomic_load_explicit(&dev->loop.role, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&dev->loop.role, 1, memory_order_acquire);
 }
 
 /* Lets go of the role (release: the next holder sees the device state),
@@ -175,21 +176,21 @@ static bool role_try(weft_device *dev) {
  * the store being an xchg), and both would miss each other: a stranded
  * command. A release store and the fence cost what the seq_cst store did. */
 static void role_release(weft_device *dev) {
-  atomic_store_explicit(&dev->role, 0, memory_order_release);
+  atomic_store_explicit(&dev->loop.role, 0, memory_order_release);
   atomic_thread_fence(memory_order_seq_cst);
 }
 
 /* Processes every command in the inbox, in order (role held). */
 static void process_inbox(weft_device *dev) {
   for (;;) {
-    if (!dev->held_head) {
-      ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->inbox, &tail);
+    if (!dev->loop.held_head) {
+      ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->loop.inbox, &tail);
       if (!e) return;
       held_append(dev, e, tail);
     }
-    ck_stack_entry_t *e = dev->held_head;
-    dev->held_head = e->next;
-    if (!dev->held_head) dev->held_tail = NULL;
+    ck_stack_entry_t *e = dev->loop.held_head;
+    dev->loop.held_head = e->next;
+    if (!dev->loop.held_head) dev->loop.held_tail = NULL;
     e->next = NULL;
     weft__dev_process(dev, (cmd *)WEFT_TASK_OF(e));
   }
@@ -206,15 +207,15 @@ void weft__combine(weft_device *dev) {
     /* A batch on a stream still running stays: the pool publishes IDLE,
      * then raises progress, which wakes the combining thread to flush it. */
     for (uint32_t i = 0; i < dev->max_streams; i++)
-      if (dev->batches[i].n && weft_stream_is_idle(dev->streams[i])) weft__ms_flush(dev, i);
-    if ((++dev->combines & 15u) == 0)
+      if (dev->ms.batches[i].n && weft_stream_is_idle(dev->streams[i])) weft__ms_flush(dev, i);
+    if ((++dev->loop.combines & 15u) == 0)
       weft__retire_all(dev);
     else
       weft__cmd_free_flush(dev);
     weft__scheduling = NULL;
     role_release(dev); /* and fence: then the inbox load */
     WEFT_HUNT_POINT(41);
-    if (weft_inbox_empty(&dev->inbox)) return;
+    if (weft_inbox_empty(&dev->loop.inbox)) return;
   }
 }
 
@@ -233,21 +234,21 @@ typedef struct combining_probe {
 static bool combining_owed(void *arg, int pass) {
   combining_probe *pr = arg;
   weft_device *dev = pr->dev;
-  ck_stack_entry_t *head = ck_pr_load_ptr(&dev->inbox.stack.head);
-  if (head && !atomic_load_explicit(&dev->role, memory_order_seq_cst)) {
+  ck_stack_entry_t *head = ck_pr_load_ptr(&dev->loop.inbox.stack.head);
+  if (head && !atomic_load_explicit(&dev->loop.role, memory_order_seq_cst)) {
     bool same = pass == 0 || head == pr->head;
     pr->head = head;
     if (same) return true;
   }
-  if (atomic_load_explicit(&dev->wake.raised, memory_order_acquire)) return true;
+  if (atomic_load_explicit(&dev->loop.wake.raised, memory_order_acquire)) return true;
   if (!role_try(dev)) return false;
   weft__scheduling = dev;
   bool owed = weft__completions_owed(dev);
   for (uint32_t i = 0; i < dev->max_streams && !owed; i++)
-    owed = dev->batches[i].n && !dev->backend->deferred && weft_stream_is_idle(dev->streams[i]);
+    owed = dev->ms.batches[i].n && !dev->backend->deferred && weft_stream_is_idle(dev->streams[i]);
   weft__scheduling = NULL;
   role_release(dev);
-  return owed && weft_inbox_empty(&dev->inbox);
+  return owed && weft_inbox_empty(&dev->loop.inbox);
 }
 
 /* The scheduler thread of a combining device: woken by the pool (a stream
@@ -261,22 +262,22 @@ static void *combining_thread(weft_device *dev) {
     process_inbox(dev);
     weft__retire_all(dev);
     weft__ms_flush_all(dev);
-    bool done = dev->shutdown && dev->inflight == 0;
+    bool done = dev->loop.shutdown && dev->ms.inflight == 0;
     weft__scheduling = NULL;
     role_release(dev); /* and fence: then the inbox load */
     WEFT_HUNT_POINT(42);
     if (done) break;
-    if (!weft_inbox_empty(&dev->inbox)) continue;
-    uint32_t k = weft__ec_prepare(&dev->inbox.ec);
-    if (weft__signal_take(&dev->wake) ||
-        (!weft_inbox_empty(&dev->inbox) && !atomic_load(&dev->role))) {
-      weft__ec_cancel(&dev->inbox.ec);
+    if (!weft_inbox_empty(&dev->loop.inbox)) continue;
+    uint32_t k = weft__ec_prepare(&dev->loop.inbox.ec);
+    if (weft__signal_take(&dev->loop.wake) ||
+        (!weft_inbox_empty(&dev->loop.inbox) && !atomic_load(&dev->loop.role))) {
+      weft__ec_cancel(&dev->loop.inbox.ec);
       continue;
     }
     /* Timed, then looks around anyway; counted when it was owed work. */
     combining_probe pr = {dev, NULL};
-    if (weft__ec_wait_owed(&dev->inbox.ec, k, WEFT_HUNT_PARK(UINT64_C(100000000)), combining_owed,
-                           &pr) == WEFT_PARK_LOST) {
+    if (weft__ec_wait_owed(&dev->loop.inbox.ec, k, WEFT_HUNT_PARK(UINT64_C(100000000)),
+                           combining_owed, &pr) == WEFT_PARK_LOST) {
       while (!role_try(dev)) sched_yield();
       weft__scheduling = dev;
       dev_lost_wakeup(dev, "the combining thread's park timed out with work it was owed a "
@@ -291,7 +292,7 @@ static void *combining_thread(weft_device *dev) {
 void *weft__scheduler_main(void *arg) {
   weft_device *dev = arg;
   dev->backend->vt->enter(dev->backend); /* CUDA: storage and lanes need the context here */
-  return dev->combining ? combining_thread(dev) : scheduler_thread(dev);
+  return dev->loop.combining ? combining_thread(dev) : scheduler_thread(dev);
 }
 
 /* ---- drain --------------------------------------------------------------------------------- */
@@ -333,18 +334,18 @@ static void refuse_queued_from(weft_device *dev, ck_stack_entry_t *e) {
 
 void weft__dev_drain(weft_device *dev) {
   weft__ms_flush_all(dev);
-  refuse_queued_from(dev, dev->held_head);
-  while (dev->inflight) {
+  refuse_queued_from(dev, dev->loop.held_head);
+  while (dev->ms.inflight) {
     if (weft__retire_all(dev)) continue;
     /* What arrived joins the queue, in order, and is looked at. A worker's
      * push raises the wake signal when combining (clients' pushes are quiet
      * then), and wakes the inbox otherwise. */
-    ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->inbox, &tail);
+    ck_stack_entry_t *tail, *e = weft_inbox_take_tail(&dev->loop.inbox, &tail);
     if (e) {
       held_append(dev, e, tail);
       refuse_queued_from(dev, e);
       continue;
     }
-    sched_wait(dev, !dev->combining);
+    sched_wait(dev, !dev->loop.combining);
   }
 }

@@ -40,20 +40,21 @@ typedef struct weft_memory_call {
 
 /* The manager of |slot|, created on first use (it costs no page). */
 static weft_mm *dev_mm(weft_device *dev, uint32_t slot, weft_status *err) {
-  if (dev->mms[slot]) return dev->mms[slot];
-  weft_status st = weft_mm_create(&dev->mm_config, dev->storage, &dev->alloc, &dev->mms[slot]);
+  if (dev->mem.mms[slot]) return dev->mem.mms[slot];
+  weft_status st =
+      weft_mm_create(&dev->mem.mm_config, dev->mem.storage, &dev->alloc, &dev->mem.mms[slot]);
   if (st) {
     *err = st;
     return NULL;
   }
-  weft_mm_set_dry_run(dev->mms[slot], dev->dry_depth > 0);
-  return dev->mms[slot];
+  weft_mm_set_dry_run(dev->mem.mms[slot], dev->mem.dry_depth > 0);
+  return dev->mem.mms[slot];
 }
 
 void weft__dev_mm_destroy_all(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++) {
-    weft_mm_destroy(dev->mms[i]);
-    dev->mms[i] = NULL;
+    weft_mm_destroy(dev->mem.mms[i]);
+    dev->mem.mms[i] = NULL;
   }
 }
 
@@ -75,7 +76,7 @@ static uint64_t relocate_all(weft_device *dev) {
   weft__dev_drain(dev);
   uint64_t moved = 0;
   for (uint32_t i = 0; i < dev->max_streams; i++)
-    if (dev->mms[i]) moved += weft_mm_relocate(dev->mms[i], true);
+    if (dev->mem.mms[i]) moved += weft_mm_relocate(dev->mem.mms[i], true);
   if (moved) refresh_addresses(dev);
   dev->stats.relocations += moved;
   return moved;
@@ -97,25 +98,25 @@ static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size
   int len = snprintf(snap, sizeof(snap), "memory snapshot: request %" PRIu64 " bytes", size);
   uint64_t largest = 0;
   for (uint32_t i = 0; i < dev->max_streams && len > 0 && (size_t)len < sizeof(snap); i++) {
-    if (!dev->mms[i]) continue;
-    weft_memory_usage u = weft_mm_usage(dev->mms[i]);
-    uint64_t lf = weft_mm_largest_free(dev->mms[i]);
+    if (!dev->mem.mms[i]) continue;
+    weft_memory_usage u = weft_mm_usage(dev->mem.mms[i]);
+    uint64_t lf = weft_mm_largest_free(dev->mem.mms[i]);
     if (lf > largest) largest = lf;
     /* free: what the held pages can still serve (not their padding, nor an
      * exclusive page's room beyond its one allocation). */
     len += snprintf(snap + len, sizeof(snap) - (size_t)len,
                     "; stream %u: reserved %" PRIu64 ", in use %" PRIu64 ", free %" PRIu64, i,
-                    u.bytes_reserved, u.bytes_in_use, weft_mm_free_bytes(dev->mms[i]));
+                    u.bytes_reserved, u.bytes_in_use, weft_mm_free_bytes(dev->mem.mms[i]));
   }
   if (len > 0 && (size_t)len < sizeof(snap))
     len +=
         snprintf(snap + len, sizeof(snap) - (size_t)len, "; largest free extent %" PRIu64, largest);
   if (len > 0 && (size_t)len < sizeof(snap)) {
-    uint64_t held = weft_storage_bytes_allocated(dev->storage);
-    if (dev->mm_config.device_bytes)
+    uint64_t held = weft_storage_bytes_allocated(dev->mem.storage);
+    if (dev->mem.mm_config.device_bytes)
       snprintf(snap + len, sizeof(snap) - (size_t)len,
                "; storage holds %" PRIu64 " of %" PRIu64 " bytes", held,
-               dev->mm_config.device_bytes);
+               dev->mem.mm_config.device_bytes);
     else
       snprintf(snap + len, sizeof(snap) - (size_t)len, "; storage holds %" PRIu64 " bytes", held);
   }
@@ -131,7 +132,7 @@ static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size
  * capture's pools keep what warm-up grew). */
 static void cleanup_all(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++)
-    if (dev->mms[i] && !weft__capture_cleanup_skipped(dev, i)) weft_mm_cleanup(dev->mms[i]);
+    if (dev->mem.mms[i] && !weft__capture_cleanup_skipped(dev, i)) weft_mm_cleanup(dev->mem.mms[i]);
 }
 
 weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
@@ -142,7 +143,7 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   b->slot = slot;
   /* A capturing slot serves only from room it already holds. */
   weft_reserve_mode mode =
-      dev->forbid_mask & (UINT64_C(1) << slot) ? WEFT_RESERVE_FORBIDDEN : WEFT_RESERVE_ALLOW;
+      dev->window.forbid_mask & (UINT64_C(1) << slot) ? WEFT_RESERVE_FORBIDDEN : WEFT_RESERVE_ALLOW;
   st = weft_mm_reserve(mm, &b->mem, mode);
   if (!st) return NULL;
   if (!weft_error_may_succeed_after_reclaim(st)) return with_snapshot(dev, st, b->size);
@@ -156,14 +157,14 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
       weft_drop_queue_flush(&dev->drops[i]);
       weft_drop_queue_flush(&dev->drops[i]);
     }
-  weft_storage_flush(dev->storage); /* deferred frees reach the storage */
-  cleanup_all(dev);                 /* free pages of every stream: none stranded */
+  weft_storage_flush(dev->mem.storage); /* deferred frees reach the storage */
+  cleanup_all(dev);                     /* free pages of every stream: none stranded */
   relocate_all(dev);
   cleanup_all(dev);
-  if (dev->reclaim) {
-    dev->in_reclaim = true;
-    dev->reclaim(dev->reclaim_user, slot, b->size);
-    dev->in_reclaim = false;
+  if (dev->mem.reclaim) {
+    dev->mem.in_reclaim = true;
+    dev->mem.reclaim(dev->mem.reclaim_user, slot, b->size);
+    dev->mem.in_reclaim = false;
     cleanup_all(dev);
     if (b->released) return st; /* the callback released this very buffer: no retry */
   }
@@ -194,12 +195,12 @@ static weft_status install(weft_device *dev, uint32_t slot, const weft_layout *l
     if (!pools) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "layout copy");
     memcpy(pools, layout->pools, bytes);
   }
-  weft__free(&dev->alloc, dev->layout_pools,
-             sizeof(weft_pool_config) * dev->mm_config.layout.num_pools, 16);
-  dev->layout_pools = pools;
-  dev->mm_config.layout = *layout;
-  dev->mm_config.layout.pools = pools;
-  if (!pools) dev->mm_config.layout.num_pools = 0;
+  weft__free(&dev->alloc, dev->mem.layout_pools,
+             sizeof(weft_pool_config) * dev->mem.mm_config.layout.num_pools, 16);
+  dev->mem.layout_pools = pools;
+  dev->mem.mm_config.layout = *layout;
+  dev->mem.mm_config.layout.pools = pools;
+  if (!pools) dev->mem.mm_config.layout.num_pools = 0;
   return NULL;
 }
 
@@ -210,8 +211,8 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
   case MEM_USAGE:
     memset(m->usage, 0, sizeof(*m->usage));
     for (uint32_t i = 0; i < dev->max_streams; i++) {
-      if (!dev->mms[i]) continue;
-      weft_memory_usage u = weft_mm_usage(dev->mms[i]);
+      if (!dev->mem.mms[i]) continue;
+      weft_memory_usage u = weft_mm_usage(dev->mem.mms[i]);
       m->usage->number_allocs += u.number_allocs;
       m->usage->bytes_in_use += u.bytes_in_use;
       m->usage->bytes_padding += u.bytes_padding;
@@ -219,25 +220,25 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
     }
     return NULL;
   case MEM_REPORT:
-    if (!dev->mms[slot]) {
+    if (!dev->mem.mms[slot]) {
       *m->n = 0;
       return NULL;
     }
-    weft_mm_report(dev->mms[slot], m->reports, m->n);
+    weft_mm_report(dev->mem.mms[slot], m->reports, m->n);
     return NULL;
   case MEM_CLEANUP:
-    if (!dev->mms[slot] || weft__capture_cleanup_skipped(dev, slot)) return NULL;
+    if (!dev->mem.mms[slot] || weft__capture_cleanup_skipped(dev, slot)) return NULL;
     weft__dev_drain(dev); /* first: the flushes must not wait for a kernel that waits */
     if (dev->streams[slot]) {
       weft_drop_queue_flush(&dev->drops[slot]);
       weft_drop_queue_flush(&dev->drops[slot]);
     }
-    weft_storage_flush(dev->storage);
+    weft_storage_flush(dev->mem.storage);
     weft__dev_drain(dev);
-    uint64_t moved = weft_mm_relocate(dev->mms[slot], true);
+    uint64_t moved = weft_mm_relocate(dev->mem.mms[slot], true);
     if (moved) refresh_addresses(dev);
     dev->stats.relocations += moved; /* explicit cleanups count, as the ladder's do */
-    weft_mm_cleanup(dev->mms[slot]);
+    weft_mm_cleanup(dev->mem.mms[slot]);
     return NULL;
   case MEM_INSTALL:
     return install(dev, slot, m->layout);
@@ -247,15 +248,15 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
     return st;
   }
   case MEM_DRY_RUN:
-    if (!m->begin && dev->dry_depth == 0)
+    if (!m->begin && dev->mem.dry_depth == 0)
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "no dry run is open");
-    dev->dry_depth += m->begin ? 1 : -1;
+    dev->mem.dry_depth += m->begin ? 1 : -1;
     for (uint32_t i = 0; i < dev->max_streams; i++)
-      if (dev->mms[i]) weft_mm_set_dry_run(dev->mms[i], dev->dry_depth > 0);
+      if (dev->mem.mms[i]) weft_mm_set_dry_run(dev->mem.mms[i], dev->mem.dry_depth > 0);
     return NULL;
   case MEM_SET_RECLAIM:
-    dev->reclaim = m->fn;
-    dev->reclaim_user = m->user;
+    dev->mem.reclaim = m->fn;
+    dev->mem.reclaim_user = m->user;
     return NULL;
   }
   return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown memory call");

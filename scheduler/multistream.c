@@ -62,7 +62,7 @@ static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64
  * position or later (streams run in order, so everything queued after that
  * wait is past it too). */
 static void set_waits(weft_device *dev, cmd *c, uint32_t me, const uint64_t *w) {
-  uint64_t *synced = &dev->synced[(size_t)me * dev->max_streams];
+  uint64_t *synced = &dev->ms.synced[(size_t)me * dev->max_streams];
   c->task.nwaits = 0;
   for (uint32_t s = 0; s < dev->max_streams; s++) {
     if (!w[s]) continue;
@@ -89,7 +89,7 @@ static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, we
     if ((b = cmd_buf(c, i, &write))) order(dev, b, write, s->slot, seq, w);
   set_waits(dev, c, s->slot, w);
   c->task.seq = ++s->submitted;
-  c->task.placed = ++dev->placed;
+  c->task.placed = ++dev->ms.placed;
   c->on_slot = (uint16_t)s->slot;
   c->task.link.next = NULL;
   if (*tail)
@@ -97,19 +97,19 @@ static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, we
   else
     *head = &c->task;
   *tail = &c->task;
-  struct weft_fifo *f = &dev->fifo[s->slot];
+  struct weft_fifo *f = &dev->ms.fifo[s->slot];
   c->task.fnext = NULL;
   if (f->tail)
     f->tail->fnext = &c->task;
   else
     f->head = &c->task;
   f->tail = &c->task;
-  dev->inflight++;
+  dev->ms.inflight++;
 }
 
 /* Takes |slot|'s batch (in registration order) and clears its marks. */
 static weft_task *take_batch(weft_device *dev, uint32_t slot) {
-  weft_batch *bt = &dev->batches[slot];
+  weft_batch *bt = &dev->ms.batches[slot];
   weft_task *t = bt->head;
   uint64_t bit = UINT64_C(1) << slot;
   for (weft_task *x = t; x; x = weft_task_next(x)) {
@@ -129,10 +129,10 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
   bool isolated = false;
   for (uint32_t i = 0; i < n; i++) { /* unique slots with work, first seen first */
     uint64_t bit = UINT64_C(1) << slots[i];
-    if ((seen & bit) || !dev->batches[slots[i]].n) continue;
+    if ((seen & bit) || !dev->ms.batches[slots[i]].n) continue;
     seen |= bit;
     ids[k++] = slots[i];
-    isolated |= (dev->isolated & bit) != 0;
+    isolated |= (dev->ms.isolated & bit) != 0;
   }
   if (!k) return;
   dev->stats.batches_flushed += k;
@@ -177,7 +177,7 @@ void weft__ms_flush(weft_device *dev, uint32_t slot) {
  * behind a long kernel it shares nothing with. */
 void weft__ms_flush_all(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++)
-    if (dev->batches[i].n) weft__ms_flush(dev, i);
+    if (dev->ms.batches[i].n) weft__ms_flush(dev, i);
 }
 
 void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c) {
@@ -199,7 +199,7 @@ void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c) {
   }
   for (uint32_t i = 0; i < cmd_nbufs(c); i++)
     if ((b = cmd_buf(c, i, &write))) b->pend_mask |= bit;
-  weft_batch *bt = &dev->batches[slot];
+  weft_batch *bt = &dev->ms.batches[slot];
   c->task.link.next = NULL;
   if (bt->tail)
     bt->tail->link.next = &c->task.link;

@@ -6,7 +6,7 @@
 #include "scheduler/command.h"
 
 static void complete(weft_device *dev, cmd *c) {
-  dev->inflight--;
+  dev->ms.inflight--;
   weft_backend_base *b = dev->backend;
   if ((c->kind == CMD_SYNC || c->kind == CMD_READ) && b->vt->sync_point)
     b->vt->sync_point(b, dev->streams[weft__slot_of(dev, c->stream)]); /* what the device hit */
@@ -22,7 +22,7 @@ static void complete(weft_device *dev, cmd *c) {
   if (c->instance) {                    /* a replay instance's command: the capture keeps it */
     if (--c->instance->inflight == 0) { /* the instance is free: a replayer may wait for it */
       atomic_fetch_sub_explicit(c->instance->outstanding, 1, memory_order_release);
-      weft__ec_notify(&dev->room);
+      weft__ec_notify(&dev->cmds.room);
     }
   } else {
     weft__cmd_free(c);
@@ -34,7 +34,7 @@ static void complete(weft_device *dev, cmd *c) {
  * outcomes of the tasks it waited for on other streams, so the error graph
  * sees work in the order it ran. */
 static void retire(weft_device *dev, uint32_t slot, uint64_t upto, uint64_t before) {
-  struct weft_fifo *f = &dev->fifo[slot];
+  struct weft_fifo *f = &dev->ms.fifo[slot];
   weft_task *t;
   while ((t = f->head) && t->seq <= upto && t->placed < before) {
     for (uint32_t i = 0; i < t->nwaits; i++)
@@ -44,7 +44,7 @@ static void retire(weft_device *dev, uint32_t slot, uint64_t upto, uint64_t befo
        * stream, so its report does not depend on which stream's completions
        * the scheduler happened to look at first. Later work stays out. */
       for (uint32_t s = 0; s < dev->max_streams; s++)
-        if (s != slot && dev->fifo[s].head)
+        if (s != slot && dev->ms.fifo[s].head)
           retire(dev, s, atomic_load_explicit(&dev->streams[s]->completed, memory_order_acquire),
                  t->placed);
     }
@@ -60,7 +60,7 @@ bool weft__retire_all(weft_device *dev) {
   weft__check_fault(dev, false); /* a fault first: before any forced completion retires */
   if (dev->backend->vt->progress) dev->backend->vt->progress(dev->backend);
   for (uint32_t i = 0; i < dev->max_streams; i++) {
-    weft_task *t = dev->fifo[i].head;
+    weft_task *t = dev->ms.fifo[i].head;
     if (!t) continue;
     uint64_t done = atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire);
     if (t->seq > done) continue;
@@ -73,7 +73,7 @@ bool weft__retire_all(weft_device *dev) {
 
 bool weft__completions_ready(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++) {
-    weft_task *t = dev->fifo[i].head;
+    weft_task *t = dev->ms.fifo[i].head;
     if (t && t->seq <= atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire))
       return true;
   }
@@ -87,7 +87,7 @@ bool weft__completions_ready(weft_device *dev) {
  * backend: its completions have their own polling. */
 bool weft__completions_owed(weft_device *dev) {
   for (uint32_t i = 0; i < dev->max_streams; i++) {
-    weft_task *t = dev->fifo[i].head;
+    weft_task *t = dev->ms.fifo[i].head;
     if (!t || dev->backend->deferred) continue;
     uint64_t done = atomic_load_explicit(&dev->streams[i]->completed, memory_order_acquire);
     if (t->seq > done) continue;

@@ -5,14 +5,6 @@
 
 #include "scheduler/loop.h"
 
-/* A target for the failure store: the buffer's graph-tagged taint. */
-weft_target weft__target(weft_buf *b, uint64_t offset, uint64_t size) {
-  return (weft_target){.taint = &b->taint,
-                       .memory = b->id,
-                       .range = weft__range_of(offset, size),
-                       .allocated = b->allocated};
-}
-
 /* The id of the write scope the task will run in: minted now (the worker
  * writes it into execution views), inserted into the graph only if needed.
  * An empty write set mints nothing. */

@@ -21,8 +21,8 @@ typedef struct room_arg {
 
 static bool room_for_one(void *arg) {
   const room_arg *r = arg;
-  return atomic_load_explicit(&r->dev->pending[r->budget].n, memory_order_acquire) <
-         r->dev->max_pending;
+  return atomic_load_explicit(&r->dev->cmds.pending[r->budget].n, memory_order_acquire) <
+         r->dev->cmds.max_pending;
 }
 
 /* Waits (spin, then park on the room event count, which every retirement
@@ -31,9 +31,9 @@ static bool room_for_one(void *arg) {
  * kernel it runs). */
 void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg) {
   if (ready(arg)) return;
-  if (dev->combining && weft_stream_worker_ctx() != dev) {
+  if (dev->loop.combining && weft_stream_worker_ctx() != dev) {
     weft__combine(dev);
-    weft__signal_raise(&dev->wake);
+    weft__signal_raise(&dev->loop.wake);
   }
   for (int i = 0; i < 64; i++) {
     if (ready(arg)) return;
@@ -41,12 +41,12 @@ void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg) {
   }
   while (!ready(arg)) {
     WEFT_HUNT_POINT(46);
-    uint32_t k = weft__ec_prepare(&dev->room);
+    uint32_t k = weft__ec_prepare(&dev->cmds.room);
     if (ready(arg)) {
-      weft__ec_cancel(&dev->room);
+      weft__ec_cancel(&dev->cmds.room);
       return;
     }
-    weft__ec_wait(&dev->room, k);
+    weft__ec_wait(&dev->cmds.room, k);
   }
 }
 
@@ -56,7 +56,7 @@ static bool wait_for_room(weft_device *dev, uint32_t budget, bool wait) {
   if (room_for_one(&r)) return true;
   if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return true;
   if (!wait) return false;
-  atomic_fetch_add_explicit(&dev->backpressure_waits, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&dev->cmds.backpressure_waits, 1, memory_order_relaxed);
   weft__wait_room(dev, room_for_one, &r);
   return true;
 }
@@ -75,14 +75,14 @@ cmd *weft__cmd_new_on(weft_device *dev, cmd_kind kind, size_t extra, weft_stream
 }
 
 void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last) {
-  if (!dev->combining) {
-    weft_inbox_push_chain(&dev->inbox, &first->task.link, &last->task.link);
+  if (!dev->loop.combining) {
+    weft_inbox_push_chain(&dev->loop.inbox, &first->task.link, &last->task.link);
     return;
   }
-  weft_inbox_push_chain_quiet(&dev->inbox, &first->task.link, &last->task.link);
+  weft_inbox_push_chain_quiet(&dev->loop.inbox, &first->task.link, &last->task.link);
   if (weft__dev_scheduling() == dev) return; /* the holder's own loop takes it */
   if (weft_stream_worker_ctx() == dev) {     /* a pool thread never schedules: it could */
-    weft__signal_raise(&dev->wake);          /* end up waiting for itself */
+    weft__signal_raise(&dev->loop.wake);     /* end up waiting for itself */
     return;
   }
   WEFT_HUNT_POINT(43);

@@ -176,7 +176,7 @@ weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
    * for room while it holds commands it has not pushed: those count against
    * the budgets, and submitters each holding part of one would wait for one
    * another forever. So the chunk built so far is pushed first. */
-  uint32_t chunk = dev->max_pending / 2 ? (uint32_t)(dev->max_pending / 2) : 1;
+  uint32_t chunk = dev->cmds.max_pending / 2 ? (uint32_t)(dev->cmds.max_pending / 2) : 1;
   if (chunk > 1024) chunk = 1024;
   uint64_t no = atomic_fetch_add_explicit(&dev->launches_submitted, g->n, memory_order_relaxed);
   bool queued = false; /* some nodes were pushed */

@@ -13,7 +13,7 @@
 
 /* The capture recording |stream|, or NULL. */
 static weft_capture *recording(weft_device *dev, weft_stream_id stream) {
-  weft_capture *cap = dev->capture_of[weft__slot_of(dev, stream)];
+  weft_capture *cap = dev->window.capture_of[weft__slot_of(dev, stream)];
   return cap && state_of(cap) == WEFT_CAPTURE_RECORDING && opened_on(cap, stream) ? cap : NULL;
 }
 
@@ -113,7 +113,7 @@ weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, c
 }
 
 bool weft__capture_keep(weft_device *dev, weft_buf *b) {
-  weft_capture *cap = dev->capture_of[b->slot];
+  weft_capture *cap = dev->window.capture_of[b->slot];
   if (!cap || state_of(cap) != WEFT_CAPTURE_PREPARED) return false;
   if (!weft__grow(&dev->alloc, (void **)&cap->primed, &cap->primed_cap, cap->nprimed + 1,
                   sizeof(weft_buf *)))
@@ -123,5 +123,5 @@ bool weft__capture_keep(weft_device *dev, weft_buf *b) {
 }
 
 bool weft__capture_cleanup_skipped(weft_device *dev, uint32_t slot) {
-  return dev->capture_of[slot] != NULL;
+  return dev->window.capture_of[slot] != NULL;
 }

@@ -70,9 +70,9 @@ Test(hunt, a_combining_pass_leaves_no_batch_behind_on_a_stream_going_idle, .time
   /* The pool thread is in its window; the wake-up it raised (if it raised)
    * has been taken and the combining thread parked again. */
   while (atomic_load(&weft__hunt_hits[22]) == 0) sched_yield();
-  while (atomic_load(&dev->wake.raised)) sched_yield();
+  while (atomic_load(&dev->loop.wake.raised)) sched_yield();
   nap_ms(20);
-  while (atomic_load(&dev->wake.raised) || atomic_load(&dev->inbox.ec.sleepers) == 0) sched_yield();
+  while (atomic_load(&dev->loop.wake.raised) || atomic_load(&dev->loop.inbox.ec.sleepers) == 0) sched_yield();
   EXPECT_OK(weft_launch(dev, 0, k, one3, one3, NULL, 0, &i1, sizeof(i1)));
   while (!atomic_load(&ran[1])) sched_yield();
   expect_no_recovery(dev);
