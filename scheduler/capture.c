@@ -312,7 +312,7 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
       weft__launch_fail(dev, r,
                         weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, r->bytes,
                                               "no memory to replay launch of '%s'",
-                                              dev->kernels[r->kernel].name));
+                                              dev->kernels[r->kernel].k.name));
       continue;
     }
     if (!in) {
@@ -365,7 +365,7 @@ void weft__capture_process(weft_device *dev, cmd *c) {
                            "weft_capture_abort from kernel '%s' (launch %" PRIu64
                            ") would wait for that kernel: replays of the capture are in flight, "
                            "and aborting waits for every running kernel",
-                           dev->kernels[c->caller->kernel].name, c->caller->launch_no);
+                           dev->kernels[c->caller->kernel].k.name, c->caller->launch_no);
       break;
     }
     if (state_of(cap) == WEFT_CAPTURE_RECORDING && cap->doom) {

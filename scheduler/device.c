@@ -180,7 +180,7 @@ static weft_status failpoints_from(weft_status st, const char *where) {
 
 static const char *kernel_name(void *ctx, uint32_t k) {
   weft_device *dev = ctx;
-  return k < WEFT_MAX_KERNELS ? dev->kernels[k].name : NULL;
+  return k < WEFT_MAX_KERNELS ? dev->kernels[k].k.name : NULL;
 }
 
 static void memory_name(void *ctx, uint64_t memory, char *buf, size_t cap) {
@@ -315,8 +315,8 @@ void weft_device_close(weft_device *dev) {
   }
   for (uint32_t i = 0; i < atomic_load(&dev->nkernels) && i < WEFT_MAX_KERNELS; i++) {
     weft_kernel_entry *k = &dev->kernels[i];
-    weft__free(&dev->alloc, k->name, k->name_cap, 1);
-    if (k->impl) dev->backend->vt->kernel_free(dev->backend, k->impl);
+    weft__free(&dev->alloc, (char *)k->k.name, k->name_cap, 1);
+    if (k->k.impl) dev->backend->vt->kernel_free(dev->backend, k->k.impl);
   }
   weft__dev_mm_destroy_all(dev);
   weft_failures_destroy(&dev->failures);

@@ -102,11 +102,10 @@ typedef struct weft_replay_count {
 
 typedef struct weft_kernel_entry {
   _Atomic uint32_t ready; /* release: the fields below are set */
-  char *name;
-  size_t name_cap;
-  weft_host_kernel_fn fn; /* a host kernel (weft_kernel_host) */
-  void *user;
-  void *impl; /* the backend's payload (weft_kernel_cuda: its kernel_resolve), or NULL */
+  size_t name_cap;        /* the bytes of k.name (owned) */
+  /* Its name, and a host kernel's function (weft_kernel_host) or a module
+   * kernel's backend payload (weft_kernel_cuda: kernel_resolve). */
+  weft_backend_kernel k;
 } weft_kernel_entry;
 
 /* A buffer, owned by the scheduler; its execution taint view is touched only

@@ -22,7 +22,7 @@ weft_status weft__kernel_refusal(const weft_device *dev, const cmd *k, const cha
                                  const char *why) {
   return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                          "%s from kernel '%s' (launch %" PRIu64 ") would wait for that kernel: %s",
-                         call, dev->kernels[k->kernel].name, k->launch_no, why);
+                         call, dev->kernels[k->kernel].k.name, k->launch_no, why);
 }
 
 weft_status weft__refuse_in_kernel(const weft_device *dev, const char *call, const char *why) {
@@ -49,7 +49,7 @@ weft_status weft__kernel_register(weft_device *dev, const char *name, const weft
   weft_kernel_entry *k = &dev->kernels[idx];
   memcpy(k, e, sizeof(*k));
   atomic_init(&k->ready, 0);
-  k->name = copy;
+  k->k.name = copy;
   k->name_cap = len + 1;
   /* release: a thread that sees ready sees the entry. */
   atomic_store_explicit(&k->ready, 1, memory_order_release);
@@ -68,8 +68,8 @@ weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kerne
   if (!fn) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "kernel function is NULL");
   weft_kernel_entry e;
   memset(&e, 0, sizeof(e));
-  e.fn = fn;
-  e.user = user;
+  e.k.fn = fn;
+  e.k.user = user;
   return weft__kernel_register(dev, name, &e, out);
 }
 
@@ -93,9 +93,9 @@ weft_status weft_kernel_cuda(weft_device *dev, weft_module module, const char *e
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   weft_kernel_entry e;
   memset(&e, 0, sizeof(e));
-  if ((st = dev->backend->vt->kernel_resolve(dev->backend, module, entry, params, &e.impl)))
+  if ((st = dev->backend->vt->kernel_resolve(dev->backend, module, entry, params, &e.k.impl)))
     return st;
   st = weft__kernel_register(dev, entry, &e, out);
-  if (st) dev->backend->vt->kernel_free(dev->backend, e.impl);
+  if (st) dev->backend->vt->kernel_free(dev->backend, e.k.impl);
   return st;
 }

@@ -59,8 +59,8 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
   if (scalar_bytes && !scalars)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
   const weft_kernel_entry *k = &dev->kernels[kidx];
-  if (k->impl && (st = dev->backend->vt->check_launch(dev->backend, k->impl, k->name, num_bindings,
-                                                      scalar_bytes)))
+  if (k->k.impl && (st = dev->backend->vt->check_launch(dev->backend, k->k.impl, k->k.name,
+                                                        num_bindings, scalar_bytes)))
     return st;
   for (size_t i = 0; i < num_bindings; i++) {
     weft_binding b = bindings[i];
@@ -136,7 +136,7 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
 /* The launch's write scope id and its failpoints, as it is about to be scheduled. */
 static void launch_arm(weft_device *dev, cmd *c) {
   c->p = weft__scope_id(dev, c);
-  const char *kname = dev->kernels[c->kernel].name;
+  const char *kname = dev->kernels[c->kernel].k.name;
   c->inject = weft_failpoints_launch(&dev->failpoints, c->launch_no, kname);
   c->poison = weft_failpoints_poisons(&dev->failpoints, c->launch_no);
 }
@@ -185,24 +185,6 @@ static void fail_launch(cmd *c, weft_status err) {
   weft__exec_taint_outputs(c, c->p); /* the scope's id: tainted unless proven written */
 }
 
-void weft__launch_desc(const weft_device *dev, cmd *c, weft_launch_desc *out) {
-  const weft_kernel_entry *k = &dev->kernels[c->kernel];
-  for (uint32_t i = 0; i < c->nb; i++)
-    c->ptrs[i] = weft__buf_ptr(c->bufs[i], c->bindings[i].offset);
-  *out = (weft_launch_desc){.kernel_name = k->name,
-                            .fn = k->fn,
-                            .user = k->user,
-                            .impl = k->impl,
-                            .graph = c->graph,
-                            .nb = c->nb,
-                            .addrs = c->ptrs,
-                            .bindings = c->bindings,
-                            .scalars = c->scalars,
-                            .scalar_bytes = c->scalar_bytes};
-  memcpy(out->grid, c->grid, sizeof(out->grid));
-  memcpy(out->block, c->block, sizeof(out->block));
-}
-
 static void run_launch(weft_task *t, weft_stream *on) {
   cmd *c = (cmd *)t;
   weft_device *dev = c->dev;
@@ -219,7 +201,7 @@ static void run_launch(weft_task *t, weft_stream *on) {
   if (c->poison) { /* the fault is the launch itself: it strikes whatever the inputs hold */
     weft__dev_poison(dev, weft_error_make(WEFT_ERR_DEVICE_POISONED,
                                           "failpoint: poisoned by launch %" PRIu64 " ('%s')",
-                                          c->launch_no, dev->kernels[c->kernel].name));
+                                          c->launch_no, dev->kernels[c->kernel].k.name));
     c->result = OUT_POISONED;
     return;
   }
@@ -250,7 +232,7 @@ static void run_launch(weft_task *t, weft_stream *on) {
   }
   if (c->inject != WEFT_OK) {
     fail_launch(c, weft_error_make(c->inject, "failpoint: launch %" PRIu64 " of kernel '%s'",
-                                   c->launch_no, dev->kernels[c->kernel].name));
+                                   c->launch_no, dev->kernels[c->kernel].k.name));
     return;
   }
   /* A deferred backend enqueues the launch (its refusal is known now); the

@@ -32,8 +32,21 @@ void weft__launch_fail(weft_device *dev, const cmd *r, weft_status err);
 /* Copies the recorded launch |r| into |c| (its arrays rebased). */
 void weft__launch_copy(cmd *c, const cmd *r);
 /* |c| as its backend sees it: its binding addresses resolved into c->ptrs
- * (every bound buffer allocated), the kernel's fields and payload. */
-void weft__launch_desc(const weft_device *dev, cmd *c, weft_launch_desc *out);
+ * (every bound buffer allocated), the kernel's fields and payload. Inline,
+ * pointers into the command: it is on every launch's path. */
+static inline void weft__launch_desc(const weft_device *dev, cmd *c, weft_launch_desc *out) {
+  for (uint32_t i = 0; i < c->nb; i++)
+    c->ptrs[i] = weft__buf_ptr(c->bufs[i], c->bindings[i].offset);
+  out->kernel = &dev->kernels[c->kernel].k;
+  out->graph = c->graph;
+  out->grid = c->grid;
+  out->block = c->block;
+  out->nb = c->nb;
+  out->addrs = c->ptrs;
+  out->bindings = c->bindings;
+  out->scalars = c->scalars;
+  out->scalar_bytes = c->scalar_bytes;
+}
 /* The launches |c| runs: those of the graph it replays, else 1. */
 static inline uint32_t weft__launch_count(const weft_device *dev, const cmd *c) {
   return c->graph ? dev->backend->vt->graph_launches(c->graph) : 1;

@@ -294,7 +294,7 @@ weft_status weft_taskgraph_to_dot(const weft_taskgraph *g, char **out) {
   for (uint32_t i = 0; i < g->n; i++) {
     const tg_node *nd = &g->nodes[i];
     uint32_t k = (uint32_t)nd->kernel.id - 1u;
-    const char *name = k < WEFT_MAX_KERNELS ? g->dev->kernels[k].name : NULL;
+    const char *name = k < WEFT_MAX_KERNELS ? g->dev->kernels[k].k.name : NULL;
     char esc[2 * 256 + 1]; /* kernel names are at most 255 bytes */
     size_t e = 0;
     for (const char *q = name ? name : "?"; *q && e + 2 < sizeof(esc); q++) {

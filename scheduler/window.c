@@ -28,7 +28,7 @@ weft_record weft__capture_record(weft_device *dev, cmd *c) {
   weft_capture *cap = recording(dev, c->stream);
   if (!cap) return WEFT_NOT_RECORDING;
   weft_status why = NULL;
-  const char *kname = dev->kernels[c->kernel].name;
+  const char *kname = dev->kernels[c->kernel].k.name;
   if (c->preset) {
     why = weft_error_make(WEFT_ERR_GENERIC,
                           "capture: launch %" PRIu64 " ('%s') failed inside the window: %s",
@@ -97,7 +97,7 @@ void weft__capture_on_unstarted(weft_device *dev, const cmd *c, weft_status why)
     weft__capture_doom(cap, weft_error_make(WEFT_ERR_GENERIC,
                                             "capture: launch %" PRIu64
                                             " ('%s') could not start inside the window: %s",
-                                            c->launch_no, dev->kernels[c->kernel].name,
+                                            c->launch_no, dev->kernels[c->kernel].k.name,
                                             weft_error_message(why)));
 }
 

@@ -37,15 +37,21 @@
 
 typedef struct weft_backend_base weft_backend_base;
 
-/* One launch, as a task body hands it to its backend. The arrays are the
- * device's (in its command): valid for the call only. */
+/* A kernel as its backend runs it; the device's kernel table holds one per
+ * kernel, for the device's life. */
+typedef struct weft_backend_kernel {
+  const char *name;       /* for messages */
+  weft_host_kernel_fn fn; /* a host kernel, or NULL */
+  void *user;             /* its user pointer */
+  void *impl;             /* the backend's payload (kernel_resolve), or NULL */
+} weft_backend_kernel;
+
+/* One launch, as a task body hands it to its backend. The pointers are the
+ * device's (its kernel table, its command): valid for the call only. */
 typedef struct weft_launch_desc {
-  const char *kernel_name; /* for messages */
-  weft_host_kernel_fn fn;  /* a host kernel, or NULL */
-  void *user;              /* its user pointer */
-  const void *impl;        /* the backend's kernel payload (kernel_resolve), or NULL */
-  void *graph;             /* a capture's graph (capture) replayed instead, or NULL */
-  uint32_t grid[3], block[3];
+  const weft_backend_kernel *kernel;
+  void *graph;                  /* a capture's graph (capture) replayed instead, or NULL */
+  const uint32_t *grid, *block; /* [3] each */
   uint32_t nb;                  /* bindings */
   void **addrs;                 /* [nb] each binding's first byte: buffer address + offset */
   const weft_binding *bindings; /* [nb] offsets, sizes (resolved) and access */

@@ -264,7 +264,7 @@ static weft_status cuda_check_launch(weft_backend_base *b, const void *impl, con
 /* Enqueues launch |l| on |cs|. */
 static weft_status launch_on(const weft_launch_desc *l, weft_cuda_stream *cs) {
   if (l->graph) return weft_cuda_graph_launch(l->graph, cs);
-  const cuda_kernel *k = l->impl;
+  const cuda_kernel *k = l->kernel->impl;
   CUdeviceptr ptrs[WEFT_MAX_BINDINGS];
   void *args[MAX_PARAMS];
   uint32_t bi = 0;
@@ -426,7 +426,7 @@ static weft_status cuda_capture(weft_backend_base *b, const weft_capture_launch 
     if (e) {
       first = weft_error_make(WEFT_ERR_GENERIC,
                               "capture: launch %" PRIu64 " ('%s') refused while capturing: %s",
-                              rec[r].launch_no, l->kernel_name, weft_error_message(e));
+                              rec[r].launch_no, l->kernel->name, weft_error_message(e));
       weft_error_free(e);
       break;
     }

@@ -99,12 +99,13 @@ static weft_status host_launch(weft_backend_base *b, weft_stream *on, const weft
                          .scalar_bytes = l->scalar_bytes};
   memcpy(ctx.grid, l->grid, sizeof(ctx.grid));
   memcpy(ctx.block, l->block, sizeof(ctx.block));
+  const weft_backend_kernel *k = l->kernel;
   weft_status err = NULL;
   for (uint32_t z = 0; z < l->grid[2] && !err; z++)
     for (uint32_t y = 0; y < l->grid[1] && !err; y++)
       for (uint32_t x = 0; x < l->grid[0] && !err; x++) {
         ctx.block_idx[0] = x, ctx.block_idx[1] = y, ctx.block_idx[2] = z;
-        err = l->fn(&ctx, l->user);
+        err = k->fn(&ctx, k->user);
       }
   /* The kinds weft reports about other failures would make this launch's
    * report contradict itself ("root: Skipped"): such a return is the
@@ -112,8 +113,8 @@ static weft_status host_launch(weft_backend_base *b, weft_stream *on, const weft
   weft_error_kind kind = weft_error_kind_of(err);
   if (weft__error_kind_is_derived(kind))
     err = weft_error_wrap(WEFT_ERR_GENERIC, 0, err,
-                          "kernel '%s' returned %s, a kind only weft itself reports",
-                          l->kernel_name, weft_error_kind_name(kind));
+                          "kernel '%s' returned %s, a kind only weft itself reports", k->name,
+                          weft_error_kind_name(kind));
   return err;
 }
 
