@@ -1,7 +1,7 @@
 /* weft_ready_ring: a bounded multi-producer / multi-consumer FIFO of non-NULL
  * pointers in a caller-provided array of cells (Vyukov's bounded queue:
  * every cell carries a sequence number). Nothing here allocates; the
- * capacity (a power of two) is fixed at init.
+ * capacity (a power of two, at least 2) is fixed at init.
  *
  * Invariants, for the cell at position |pos| (index pos & mask):
  *  - seq == pos:            free, for the producer that claims position pos;
@@ -49,14 +49,15 @@ typedef struct weft_ready_ring {
   _Alignas(64) _Atomic uint64_t deq; /* next position to pop (consumers' line) */
 } weft_ready_ring;
 
-/* Before any push or pop: |cells| (|capacity| of them, a power of two
- * between 1 and 2^31) become the ring's storage; they must outlive it.
- * InvalidArgument for any other capacity or a NULL array. */
+/* Before any push or pop: |cells| (|capacity| of them, a power of two)
+ * become the ring's storage; they must outlive it. InvalidArgument for any
+ * other capacity or a NULL array; one cell is refused too, since its "holds
+ * the item of pos" (pos + 1) would read as "free for pos + 1". */
 static inline weft_status weft_ready_ring_init(weft_ready_ring *r, weft_ready_cell *cells,
                                                uint32_t capacity) {
-  if (!cells || capacity == 0 || capacity > (UINT32_C(1) << 31) || (capacity & (capacity - 1)))
+  if (!cells || capacity < 2 || (capacity & (capacity - 1)))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                           "a ready ring holds a power of two of cells, up to 2^31 (got %u%s)",
+                           "a ready ring holds a power of two of cells, at least 2 (got %u%s)",
                            capacity, cells ? "" : ", and no cells");
   r->cells = cells;
   r->mask = capacity - 1u;
