@@ -20,6 +20,7 @@
  * publish: that producer's own wake-up is what the caller waits for). This
  * is why weft does not use ck_ring here: its multi-producer enqueue commits
  * in ticket order and spins behind a preempted producer.
+ * Hunting builds (core/hunt.h) put site 20 in that window.
  *
  *   weft_ready_cell cells[64];
  *   weft_ready_ring r;
