@@ -383,6 +383,38 @@ weft_status weft_error_wrap(weft_error_kind kind, uint64_t size, weft_status sou
   return st;
 }
 
+weft_status weft_error_annotate(weft_status st, const char *fmt, ...) {
+  if (!st || !fmt || weft__error_kind_is_payload_free(st->kind)) return st;
+  va_list ap;
+  va_start(ap, fmt);
+  char *note = vformat(fmt, ap);
+  va_end(ap);
+  if (!note) return st;
+  if (weft__error_is_static(st)) {
+    /* Static errors are shared and read-only: the annotation goes on a copy,
+     * which loses nothing (a static error has no payload). */
+    weft__error_parts p = {.kind = st->kind, .message = note};
+    weft_status e = weft__error_assemble(&p, true);
+    return e ? e : st;
+  }
+  if (st->message && *st->message) {
+    size_t a = strlen(st->message), b = strlen(note);
+    char *m = malloc(a + 2 + b + 1);
+    if (!m) {
+      free(note);
+      return st;
+    }
+    memcpy(m, st->message, a);
+    memcpy(m + a, "; ", 2);
+    memcpy(m + a + 2, note, b + 1);
+    free(note);
+    note = m;
+  }
+  free(st->message);
+  st->message = note;
+  return st;
+}
+
 weft_status weft_error_several(weft_status *errors, size_t n) {
   if (!errors && n > 0)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
