@@ -383,21 +383,24 @@ weft_status weft_error_wrap(weft_error_kind kind, uint64_t size, weft_status sou
   return st;
 }
 
-weft_status weft_error_annotate(weft_status st, const char *fmt, ...) {
-  if (!st || !fmt || weft__error_kind_is_payload_free(st->kind)) return st;
-  va_list ap;
-  va_start(ap, fmt);
-  char *note = vformat(fmt, ap);
-  va_end(ap);
-  if (!note) return st;
+/* weft_error_annotate and _sized: |set_size| says whether |size| replaces
+ * the size field (kinds that have one). */
+static weft_status vannotate(weft_status st, bool set_size, uint64_t size, const char *fmt,
+                             va_list ap) {
+  if (!st || weft__error_kind_is_payload_free(st->kind)) return st;
+  set_size = set_size && weft__error_kind_has_size(st->kind) && st->size != size;
+  if (!fmt && !set_size) return st;
+  char *note = fmt ? vformat(fmt, ap) : NULL; /* NULL when memory ran out: no annotation */
   if (weft__error_is_static(st)) {
+    if (fmt && !note) return st;
     /* Static errors are shared and read-only: the annotation goes on a copy,
      * which loses nothing (a static error has no payload). */
-    weft__error_parts p = {.kind = st->kind, .message = note};
+    weft__error_parts p = {.kind = st->kind, .size = set_size ? size : 0, .message = note};
     weft_status e = weft__error_assemble(&p, true);
     return e ? e : st;
   }
-  if (st->message && *st->message) {
+  if (set_size) st->size = size;
+  if (note && st->message && *st->message) {
     size_t a = strlen(st->message), b = strlen(note);
     char *m = malloc(a + 2 + b + 1);
     if (!m) {
@@ -410,8 +413,26 @@ weft_status weft_error_annotate(weft_status st, const char *fmt, ...) {
     free(note);
     note = m;
   }
-  free(st->message);
-  st->message = note;
+  if (note) {
+    free(st->message);
+    st->message = note;
+  }
+  return st;
+}
+
+weft_status weft_error_annotate(weft_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  st = vannotate(st, false, 0, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+weft_status weft_error_annotate_sized(weft_status st, uint64_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  st = vannotate(st, true, size, fmt, ap);
+  va_end(ap);
   return st;
 }
 

@@ -72,6 +72,14 @@ WEFT_MUST_USE_RESULT weft_status weft__error_skipped(void);
  * top-level error (not one borrowed from inside another). */
 WEFT_MUST_USE_RESULT weft_status weft_error_annotate(weft_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* As weft_error_annotate, also setting the size field to |size| when the
+ * kind has one (NULL |fmt|: the size alone): the size a caller acts on is
+ * its request, not the page a lower layer asked for. If memory runs out
+ * the annotation is lost and the size still set, except on a static error
+ * (which needs a copy): that one comes back as it was. */
+WEFT_MUST_USE_RESULT weft_status weft_error_annotate_sized(weft_status st, uint64_t size,
+                                                           const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Returns the status of |expr| from the enclosing function when it is an
  * error; the one macro (with its _ANNOTATE sibling) that hides a return. */

@@ -1357,6 +1357,37 @@ Test(error_annotate, a_static_error_becomes_a_fresh_error_of_its_kind) {
   ASSERT_NO_LEAKS();
 }
 
+Test(error_annotate, sized_restates_the_size_and_keeps_the_rest) {
+  weft_status cause = weft_error_make(WEFT_ERR_UNKNOWN, "driver");
+  weft_status st = weft_error_wrap(WEFT_ERR_OUT_OF_MEMORY, 65536, cause, "page");
+  size_t depth = weft_error_backtrace_depth(st);
+  weft_status out = weft_error_annotate_sized(st, 100, "request %d bytes", 100);
+  cr_assert_eq(out, st);
+  cr_assert_eq(weft_error_size(out), 100);
+  cr_assert_str_eq(weft_error_message(out), "page; request 100 bytes");
+  cr_assert_eq(weft_error_source(out), cause);
+  cr_assert_eq(weft_error_backtrace_depth(out), depth);
+  /* A NULL format sets the size alone. */
+  out = weft_error_annotate_sized(out, 7, NULL);
+  cr_assert_eq(weft_error_size(out), 7);
+  cr_assert_str_eq(weft_error_message(out), "page; request 100 bytes");
+  weft_error_free(out);
+  /* A kind without a size keeps having none. */
+  st = weft_error_annotate_sized(weft_error_make(WEFT_ERR_GENERIC, "g"), 9, "n");
+  cr_assert_eq(weft_error_size(st), 0);
+  cr_assert_str_eq(weft_error_message(st), "g; n");
+  weft_error_free(st);
+  /* A static error's copy carries the size. */
+  st = weft_error_annotate_sized(weft__error_static(WEFT_ERR_BUFFER_TOO_BIG), 5, NULL);
+  cr_assert_not(weft__error_is_static(st));
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_BUFFER_TOO_BIG);
+  cr_assert_eq(weft_error_size(st), 5);
+  cr_assert_str_eq(weft_error_message(st), "");
+  weft_error_free(st);
+  cr_assert_null(weft_error_annotate_sized(NULL, 1, "x"));
+  ASSERT_NO_LEAKS();
+}
+
 static int return_if_calls;
 
 static weft_status step(weft_status st) {
