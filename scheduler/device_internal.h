@@ -301,7 +301,7 @@ static inline bool weft__poisoned(const weft_device *dev) {
   return atomic_load_explicit(&dev->live.poisoned, memory_order_acquire) == 1;
 }
 
-static inline weft_status weft__oom(size_t bytes, const char *what) {
+static inline WEFT_MUST_USE_RESULT weft_status weft__oom(size_t bytes, const char *what) {
   return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for %s", what);
 }
 

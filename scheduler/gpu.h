@@ -7,23 +7,25 @@
 
 /* Every call but open runs on a device with dev->gpu set. */
 /* Loads the driver, retains the context, creates the storage (dev->mem.storage). */
-weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o);
+WEFT_MUST_USE_RESULT weft_status weft__gpu_open(weft_device *dev, const weft_device_options *o);
 /* Makes the device's context current on the calling thread. */
 void weft__gpu_enter(weft_device *dev);
 /* Unloads the modules and destroys the lanes and the context (the storage
  * is destroyed first, by the caller). */
 void weft__gpu_close(weft_device *dev);
-weft_status weft__gpu_stream_create(weft_device *dev, uint32_t slot, weft_stream **out);
+WEFT_MUST_USE_RESULT weft_status weft__gpu_stream_create(weft_device *dev, uint32_t slot,
+                                                         weft_stream **out);
 /* As weft_storage_cuda_fail_call (|n| == 0 clears). */
 bool weft__gpu_fail_call(weft_device *dev, uint64_t n, weft_error_kind kind);
 /* The largest allocation the device could ever hold. */
 uint64_t weft__gpu_capacity(weft_device *dev);
 /* Checks a launch's bindings and scalar bytes against the kernel's signature. */
-weft_status weft__gpu_check_launch(const weft_kernel_entry *k, size_t nb, size_t scalar_bytes);
+WEFT_MUST_USE_RESULT weft_status weft__gpu_check_launch(const weft_kernel_entry *k, size_t nb,
+                                                        size_t scalar_bytes);
 /* Enqueue a task's work on the CUDA stream it was placed on. */
-weft_status weft__gpu_launch(weft_device *dev, cmd *c, weft_stream *on);
-weft_status weft__gpu_write(weft_device *dev, cmd *c, weft_stream *on);
-weft_status weft__gpu_read(weft_device *dev, cmd *c, weft_stream *on);
+WEFT_MUST_USE_RESULT weft_status weft__gpu_launch(weft_device *dev, cmd *c, weft_stream *on);
+WEFT_MUST_USE_RESULT weft_status weft__gpu_write(weft_device *dev, cmd *c, weft_stream *on);
+WEFT_MUST_USE_RESULT weft_status weft__gpu_read(weft_device *dev, cmd *c, weft_stream *on);
 /* A GPU write or read retired: a read's bytes reach the caller
  * (|deliver|) and the pinned staging goes back. */
 void weft__gpu_staging_done(weft_device *dev, cmd *c, bool deliver);
@@ -49,7 +51,7 @@ uint32_t weft__gpu_graph_launches(const void *graph);
  * binding (so a replay is ordered against other work like any launch).
  * Generic when the capture was invalidated or the graph holds memory nodes;
  * a launch the driver refuses makes it fail too. */
-weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out);
+WEFT_MUST_USE_RESULT weft_status weft__gpu_capture(weft_device *dev, const cmd *rec, cmd **out);
 void weft__gpu_capture_free(weft_device *dev, cmd *graph_launch);
 
 #endif
