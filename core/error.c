@@ -383,6 +383,59 @@ weft_status weft_error_wrap(weft_error_kind kind, uint64_t size, weft_status sou
   return st;
 }
 
+/* weft_error_annotate and _sized: |set_size| says whether |size| replaces
+ * the size field (kinds that have one). */
+static weft_status vannotate(weft_status st, bool set_size, uint64_t size, const char *fmt,
+                             va_list ap) {
+  if (!st || weft__error_kind_is_payload_free(st->kind)) return st;
+  set_size = set_size && weft__error_kind_has_size(st->kind) && st->size != size;
+  if (!fmt && !set_size) return st;
+  char *note = fmt ? vformat(fmt, ap) : NULL; /* NULL when memory ran out: no annotation */
+  if (weft__error_is_static(st)) {
+    if (fmt && !note) return st;
+    /* Static errors are shared and read-only: the annotation goes on a copy,
+     * which loses nothing (a static error has no payload). */
+    weft__error_parts p = {.kind = st->kind, .size = set_size ? size : 0, .message = note};
+    weft_status e = weft__error_assemble(&p, true);
+    return e ? e : st;
+  }
+  if (set_size) st->size = size;
+  if (note && st->message && *st->message) {
+    size_t a = strlen(st->message), b = strlen(note);
+    char *m = malloc(a + 2 + b + 1);
+    if (!m) {
+      free(note);
+      return st;
+    }
+    memcpy(m, st->message, a);
+    memcpy(m + a, "; ", 2);
+    memcpy(m + a + 2, note, b + 1);
+    free(note);
+    note = m;
+  }
+  if (note) {
+    free(st->message);
+    st->message = note;
+  }
+  return st;
+}
+
+weft_status weft_error_annotate(weft_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  st = vannotate(st, false, 0, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+weft_status weft_error_annotate_sized(weft_status st, uint64_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  st = vannotate(st, true, size, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
 weft_status weft_error_several(weft_status *errors, size_t n) {
   if (!errors && n > 0)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,

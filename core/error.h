@@ -51,18 +51,56 @@ bool weft__error_kind_is_derived(weft_error_kind kind);
 
 /* The static error of |kind| (InvalidArgument's for WEFT_OK or a value outside
  * the enum). Never NULL; freeing it is a no-op. */
-weft_status weft__error_static(weft_error_kind kind);
+WEFT_MUST_USE_RESULT weft_status weft__error_static(weft_error_kind kind);
 /* true when |st| is a static error (NULL is not). */
 bool weft__error_is_static(weft_status st);
 /* The payload-free singletons: no allocation, no string, no backtrace. Cheap
  * enough for the provisional error of every write scope. */
-weft_status weft__error_torn_down(void);
-weft_status weft__error_skipped(void);
+WEFT_MUST_USE_RESULT weft_status weft__error_torn_down(void);
+WEFT_MUST_USE_RESULT weft_status weft__error_skipped(void);
+
+/* Adds context to |st| without replacing it: the message becomes
+ * "<message>; <annotation>" (just the annotation when there was none), and
+ * the kind, size, cause chain, backtrace frames, Several's items and
+ * Unwritten's fields all stay as they were. Returns the annotated error,
+ * which is |st| itself except for a static error (no payload to extend),
+ * whose annotated copy is a fresh error of the same kind carrying the
+ * annotation and a backtrace from here. Ownership of |st| transfers to the
+ * result. NULL |st| returns NULL without formatting or allocating; a NULL
+ * |fmt| and the payload-free kinds (TornDown, Skipped) return |st| as it is.
+ * If memory runs out the original comes back unchanged. |st| must be a
+ * top-level error (not one borrowed from inside another). */
+WEFT_MUST_USE_RESULT weft_status weft_error_annotate(weft_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* As weft_error_annotate, also setting the size field to |size| when the
+ * kind has one (NULL |fmt|: the size alone): the size a caller acts on is
+ * its request, not the page a lower layer asked for. If memory runs out
+ * the annotation is lost and the size still set, except on a static error
+ * (which needs a copy): that one comes back as it was. */
+WEFT_MUST_USE_RESULT weft_status weft_error_annotate_sized(weft_status st, uint64_t size,
+                                                           const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Returns the status of |expr| from the enclosing function when it is an
+ * error; the one macro (with its _ANNOTATE sibling) that hides a return. */
+#define WEFT_RETURN_IF_ERROR(expr)                                                                 \
+  do {                                                                                             \
+    weft_status weft__return_st = (expr);                                                          \
+    if (weft__return_st) return weft__return_st;                                                   \
+  } while (0)
+/* As WEFT_RETURN_IF_ERROR, annotating the error first (weft_error_annotate's
+ * format and arguments follow |expr|); the format is evaluated only on error. */
+#define WEFT_RETURN_IF_ERROR_ANNOTATE(expr, ...)                                                   \
+  do {                                                                                             \
+    weft_status weft__return_st = (expr);                                                          \
+    if (weft__return_st) return weft_error_annotate(weft__return_st, __VA_ARGS__);                 \
+  } while (0)
 
 /* As weft_error_wrap with a va_list, for modules that wrap it in their own
  * variadic helpers. Ownership of |source| transfers. */
-weft_status weft__error_vmake(weft_error_kind kind, uint64_t size, weft_status source,
-                              const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+WEFT_MUST_USE_RESULT weft_status weft__error_vmake(weft_error_kind kind, uint64_t size,
+                                                   weft_status source, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 /* Every field of an error, for weft__error_assemble. All pointers are owned
  * and allocated with libc malloc: |message|, the |chain| array and each of
@@ -88,12 +126,13 @@ typedef struct weft__error_parts {
  * true (a deserialized error has none). Returns NULL only when the error
  * object itself could not be allocated, every part freed by then; an invalid
  * kind also gives NULL. TornDown and Skipped give their singletons. */
-weft_status weft__error_assemble(weft__error_parts *parts, bool backtrace);
+WEFT_MUST_USE_RESULT weft_status weft__error_assemble(weft__error_parts *parts, bool backtrace);
 
 /* As weft_error_unwritten, naming the launch that failed (|origin|, copied;
  * NULL when the failure did not come from a launch). */
-weft_status weft__error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
-                                  const char *const *chain, size_t chain_len, const char *origin);
+WEFT_MUST_USE_RESULT weft_status weft__error_unwritten(uint64_t failure_id, uint32_t claimed,
+                                                       weft_status root, const char *const *chain,
+                                                       size_t chain_len, const char *origin);
 
 /* Where an error sits in its parent. */
 #define WEFT__ROLE_ROOT   0u /* Unwritten's root */

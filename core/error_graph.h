@@ -78,7 +78,8 @@ void weft_graph_tag(weft_error_graph *g, weft_failure_id id);
 void weft_graph_untag(weft_error_graph *g, weft_failure_id id); /* 0: no-op */
 void weft_graph_prune(weft_error_graph *g, weft_failure_id id); /* only if untagged, unheld */
 void weft_graph_replace(weft_error_graph *g, weft_failure_id id, weft_status error);
-weft_status weft_graph_error(const weft_error_graph *g, weft_failure_id id); /* borrowed */
+WEFT_MUST_USE_RESULT weft_status weft_graph_error(const weft_error_graph *g,
+                                                  weft_failure_id id); /* borrowed */
 const weft_graph_node *weft_graph_node_of(const weft_error_graph *g, weft_failure_id id);
 void weft_graph_skipped(weft_error_graph *g, weft_failure_id id, const weft_skip_record *rec);
 void weft_graph_set_origin(weft_error_graph *g, weft_failure_id id, uint32_t kernel,
@@ -89,7 +90,8 @@ uint64_t weft_graph_len(const weft_error_graph *g);
 
 /* Unwritten{#id, claimed, chain newest hop first, root} for a read of
  * |memory|; NULL when the node is gone. */
-weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uint64_t memory);
+WEFT_MUST_USE_RESULT weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id,
+                                                   uint64_t memory);
 
 /* A claim a read or check makes: failure + memory, or an
  * unallocated memory (failure 0). */
@@ -101,7 +103,8 @@ typedef struct weft_claim {
 /* Several{...} of the distinct failures in first-seen order; NULL (Ok) when
  * there are none. Unallocated claims report the reason recorded by
  * fail_unallocated, or a "never allocated" error. */
-weft_status weft_graph_reports(const weft_error_graph *g, const weft_claim *claims, size_t n);
+WEFT_MUST_USE_RESULT weft_status weft_graph_reports(const weft_error_graph *g,
+                                                    const weft_claim *claims, size_t n);
 
 /* Unallocated memory: the reason its reservation failed. The record tags
  * its node (one claim) until weft_graph_forget_unallocated. */

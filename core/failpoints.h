@@ -29,7 +29,7 @@ typedef struct weft_failpoints {
 
 /* Parses |spec| (NULL: empty) and appends to |out|; InvalidArgument naming
  * the bad entry, with |out| unchanged. */
-weft_status weft_failpoints_parse(const char *spec, weft_failpoints *out);
+WEFT_MUST_USE_RESULT weft_status weft_failpoints_parse(const char *spec, weft_failpoints *out);
 /* true when |spec| holds no entry (NULL, empty, only blanks and ';'). */
 bool weft_failpoints_spec_is_empty(const char *spec);
 /* The kind launch |k| of kernel |name| fails with, or WEFT_OK. */

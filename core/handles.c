@@ -73,6 +73,11 @@ weft_status weft_handles_acquire(weft_handles *t, uint64_t value, uint64_t *out_
     }
   }
   uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed) + 1; /* even -> odd */
+  /* release, as a seqlock writer's: a lookup of a stale handle that reads
+   * this new value then sees (after its acquire fence) at least the kill's
+   * generation, so it refuses rather than return this value as the old
+   * handle's. A compiler barrier on x86. */
+  atomic_thread_fence(memory_order_release);
   atomic_store_explicit(&s->value, value, memory_order_relaxed);
   /* release: value is visible to any thread that sees the live generation. */
   atomic_store_explicit(&s->gen, g, memory_order_release);

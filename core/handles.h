@@ -39,7 +39,8 @@ typedef struct weft_handles {
 void weft_handles_init(weft_handles *t, const weft_allocator *alloc);
 void weft_handles_destroy(weft_handles *t);
 /* Any thread: a new live handle whose slot holds |value|. */
-weft_status weft_handles_acquire(weft_handles *t, uint64_t value, uint64_t *out_id);
+WEFT_MUST_USE_RESULT weft_status weft_handles_acquire(weft_handles *t, uint64_t value,
+                                                      uint64_t *out_id);
 /* Any thread: the live slot of |id|, or NULL (stale, released, forged). */
 weft_handle_slot *weft_handles_lookup(weft_handles *t, uint64_t id, uint64_t *out_value);
 /* Any thread: kills |id|; false if it was not live (double release, forged). */

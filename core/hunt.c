@@ -5,25 +5,22 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "core/sync.h"
 
 _Atomic uint64_t weft__hunt_hits[64];
 _Atomic uint64_t weft__hunt_dropped;
 
-/* The settings, read once (first use wins; the values are plain ints). */
+/* The settings (core/config.c reads the variables), copied once so that a
+ * hunt point costs one load of a plain int; the copy also registers the
+ * verbose report with atexit exactly once. */
 static _Atomic int ready_state; /* 0: unread, 1: being read, 2: read */
 static int chaos_n, delay_site = -1, delay_us, delay_p, drop_kind, drop_every;
 static int64_t park_ms = -1;
 static bool verbose;
-
-static int env_int(const char *name, int dflt) {
-  const char *e = getenv(name);
-  return e && *e ? atoi(e) : dflt;
-}
 
 static void report(void) {
   fprintf(stderr,
@@ -43,28 +40,15 @@ static void settings(void) {
     while (atomic_load_explicit(&ready_state, memory_order_acquire) != 2) sched_yield();
     return;
   }
-  chaos_n = env_int("WEFT_CHAOS", 0);
-  delay_site = env_int("WEFT_DELAY_SITE", -1);
-  delay_us = env_int("WEFT_DELAY_US", 1000);
-  delay_p = env_int("WEFT_DELAY_P", 1);
-  const char *ms = getenv("WEFT_PARK_MS");
-  park_ms = ms && *ms ? atoll(ms) : -1;
-  const char *d = getenv("WEFT_HUNT_DROP");
-  if (d && *d) {
-    size_t n = strcspn(d, ":");
-    if (!strncmp(d, "ready", n) && n == 5)
-      drop_kind = WEFT_HUNT_READY;
-    else if (!strncmp(d, "progress", n) && n == 8)
-      drop_kind = WEFT_HUNT_PROGRESS;
-    else if (!strncmp(d, "inbox", n) && n == 5)
-      drop_kind = WEFT_HUNT_INBOX;
-    else
-      fprintf(stderr, "weft hunt: WEFT_HUNT_DROP='%s': the kind must be ready, progress or inbox\n",
-              d);
-    drop_every = d[n] == ':' ? atoi(d + n + 1) : 1;
-    if (drop_every < 1) drop_every = 1;
-  }
-  verbose = getenv("WEFT_HUNT_VERBOSE") != NULL;
+  const weft_config_hunt *h = weft_config_hunting();
+  chaos_n = h->chaos;
+  delay_site = h->delay_site;
+  delay_us = h->delay_us;
+  delay_p = h->delay_p;
+  park_ms = h->park_ms;
+  drop_kind = h->drop_kind;
+  drop_every = h->drop_every;
+  verbose = h->verbose;
   if (verbose) atexit(report);
   atomic_store_explicit(&ready_state, 2, memory_order_release);
 }

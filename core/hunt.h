@@ -2,7 +2,8 @@
  * normal build every macro here compiles to nothing (WEFT_HUNT_PARK(ns) is
  * |ns|, WEFT_HUNT_DROP(...) is false): no call, no load, no branch.
  *
- * A hunting build reads these variables once per process:
+ * A hunting build uses these variables (read once per process by core/config.c;
+ * docs/configuration.md):
  *   WEFT_CHAOS=N          at every hunt point, with probability 1/N, yield,
  *                         spin or sleep (1..300 us)
  *   WEFT_DELAY_SITE=S     sleep WEFT_DELAY_US (default 1000) at site S, one

@@ -11,8 +11,10 @@
  *   weft_inbox_push(&q, &cmd->link);            // any thread
  *   for (ck_stack_entry_t *e = weft_inbox_take(&q); e; e = next) {...} // consumer
  *
- * Parking: the consumer calls weft_inbox_wait when a take came back empty;
- * producers wake it through the event count only if it parks. */
+ * Parking: a consumer whose take came back empty parks on |ec| (prepare,
+ * recheck weft_inbox_empty, then wait or cancel); weft_inbox_push_chain
+ * notifies it only if it parked, weft_inbox_push_chain_quiet never does (the
+ * combining scheduler's producers, which decide themselves who takes it). */
 #ifndef WEFT_CORE_INBOX_H
 #define WEFT_CORE_INBOX_H
 
@@ -90,23 +92,9 @@ static inline ck_stack_entry_t *weft_inbox_take(weft_inbox *q) {
   return weft_inbox_take_tail(q, NULL);
 }
 
+/* Any thread: true when nothing is waiting to be taken. */
 static inline bool weft_inbox_empty(weft_inbox *q) {
   return ck_pr_load_ptr(&q->stack.head) == NULL;
-}
-
-/* Consumer only: waits until the inbox is non-empty or |stop| becomes true.
- * Spins briefly, then parks. */
-static inline void weft_inbox_wait(weft_inbox *q, _Atomic uint32_t *stop) {
-  for (int i = 0; i < 128; i++) {
-    if (!weft_inbox_empty(q) || (stop && atomic_load_explicit(stop, memory_order_acquire))) return;
-    weft__cpu_relax();
-  }
-  uint32_t k = weft__ec_prepare(&q->ec);
-  if (!weft_inbox_empty(q) || (stop && atomic_load_explicit(stop, memory_order_acquire))) {
-    weft__ec_cancel(&q->ec);
-    return;
-  }
-  weft__ec_wait(&q->ec, k);
 }
 
 #endif

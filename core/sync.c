@@ -10,6 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/config.h"
+
 void weft__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
@@ -70,8 +72,7 @@ static void strict_exit(void) {
 
 bool weft__wakeup_lost_report(const char *what) {
   static _Atomic int reported;
-  const char *e = getenv("WEFT_STRICT_WAKEUPS");
-  if (!e || !*e || !strcmp(e, "0") || atomic_exchange(&reported, 1)) return false;
+  if (!weft_config_strict_wakeups() || atomic_exchange(&reported, 1)) return false;
   fprintf(stderr, "weft: WEFT_STRICT_WAKEUPS: a parked thread recovered a lost wake-up: %s\n",
           what);
   atexit(strict_exit);

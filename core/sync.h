@@ -3,7 +3,7 @@
  * parks in the kernel; a waker issues a futex wake only when someone parks.
  *
  * TSan: these are C11 atomics, which TSan sees; ck hand-offs are annotated in
- * inbox.h. */
+ * inbox.h and freelist.h. */
 #ifndef WEFT_CORE_SYNC_H
 #define WEFT_CORE_SYNC_H
 
@@ -30,9 +30,6 @@ void __tsan_release(void *addr);
 #define WEFT_TSAN_ACQUIRE(p) ((void)0)
 #define WEFT_TSAN_RELEASE(p) ((void)0)
 #endif
-/* ck locks are invisible to TSan: their wrappers annotate acquire/release. */
-#define WEFT_TSAN_ACQUIRE_LOCK(p) WEFT_TSAN_ACQUIRE(p)
-#define WEFT_TSAN_RELEASE_LOCK(p) WEFT_TSAN_RELEASE(p)
 
 /* Blocks while *word == expected (spurious returns allowed). */
 void weft__futex_wait(_Atomic uint32_t *word, uint32_t expected);

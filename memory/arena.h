@@ -8,7 +8,8 @@
 
 void weft_arena_init(weft_mm *mm, bool enabled);
 void weft_arena_destroy(weft_mm *mm);
-weft_status weft_arena_reserve(weft_mm *mm, weft_mem *m, weft_reserve_mode mode);
+WEFT_MUST_USE_RESULT weft_status weft_arena_reserve(weft_mm *mm, weft_mem *m,
+                                                    weft_reserve_mode mode);
 void weft_arena_tick(weft_mm *mm);    /* periodic: outdated pools return empty pages */
 void weft_arena_cleanup(weft_mm *mm); /* explicit */
 void weft_arena_usage(const weft_mm *mm, weft_memory_usage *u);

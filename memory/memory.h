@@ -81,22 +81,22 @@ typedef struct weft_mm weft_mm;
 
 /* Validates |cfg->layout| (every pool config error is InvalidArgument naming
  * the pool and the rule) and builds the pools. */
-weft_status weft_mm_create(const weft_mm_config *cfg, weft_storage *storage,
-                           const weft_allocator *alloc, weft_mm **out);
+WEFT_MUST_USE_RESULT weft_status weft_mm_create(const weft_mm_config *cfg, weft_storage *storage,
+                                                const weft_allocator *alloc, weft_mm **out);
 /* Frees every page (live allocations included). */
 void weft_mm_destroy(weft_mm *mm);
 
 /* Places |m| (unplaced) in a pool. Errors: BufferTooBig (no pool can ever
  * hold it), OutOfMemory (storage refused a page), PageSizesExhausted (the
  * arena holds 64 page sizes), PageUpdateForbidden (FORBIDDEN and no room). */
-weft_status weft_mm_reserve(weft_mm *mm, weft_mem *m, weft_reserve_mode mode);
+WEFT_MUST_USE_RESULT weft_status weft_mm_reserve(weft_mm *mm, weft_mem *m, weft_reserve_mode mode);
 /* The slice of |m| becomes free (its bytes may be reused at once). */
 void weft_mm_free(weft_mm *mm, weft_mem *m);
 /* The address of |m|'s bytes; maps a lazy page first (a failure there is
  * StorageMappingFailed{size, source}). NotFound for stale/unplaced. */
-weft_status weft_mm_resolve(weft_mm *mm, weft_mem *m, void **out);
+WEFT_MUST_USE_RESULT weft_status weft_mm_resolve(weft_mm *mm, weft_mem *m, void **out);
 /* Identity check only: NULL if |m| resolves to a slice it owns. */
-weft_status weft_mm_find(const weft_mm *mm, const weft_mem *m);
+WEFT_MUST_USE_RESULT weft_status weft_mm_find(const weft_mm *mm, const weft_mem *m);
 
 /* Explicit cleanup: frees every free page (and free persistent/direct
  * slices); unmapped pages are forgotten, never deallocated. */
@@ -123,7 +123,7 @@ void weft_mm_set_dry_run(weft_mm *mm, bool on);
 /* Replaces the layout. Refused (Validation, "pools in use: N bytes") while
  * the dynamic pools hold live memory, after an explicit cleanup; resets
  * peaks. The persistent pool is kept. */
-weft_status weft_mm_install(weft_mm *mm, const weft_layout *layout);
+WEFT_MUST_USE_RESULT weft_status weft_mm_install(weft_mm *mm, const weft_layout *layout);
 
 weft_memory_usage weft_mm_usage(const weft_mm *mm);
 /* Per-pool reports in routing order, then the persistent pool, then the
@@ -142,7 +142,7 @@ uint64_t weft_mm_page_size(const weft_mm *mm); /* adaptive: the current page siz
  * it; each owned slice's owner points back at it with the same id; no two
  * live allocations overlap; usage counters equal a recount. NULL, or a
  * Validation error naming the first violation. For tests. */
-weft_status weft_mm_validate(const weft_mm *mm);
+WEFT_MUST_USE_RESULT weft_status weft_mm_validate(const weft_mm *mm);
 /* Storage allocations currently held by this manager (mapped pages and slices). */
 uint64_t weft_mm_storage_allocs(const weft_mm *mm);
 /* Slices the sliced pools have read so far to place, coalesce and renumber:

@@ -49,7 +49,8 @@ bool weft_pool_try_reserve(weft_pool *p, weft_mem *m);
 /* Adds storage (a page or a slice) and serves |m| from it. |may_release|:
  * a direct pool may free slices to stay under its ceiling (ALLOW mode only).
  * |*cap_hit|: the pool is at its cap (the caller may spill to the next pool). */
-weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool may_release, bool *cap_hit);
+WEFT_MUST_USE_RESULT weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool may_release,
+                                                 bool *cap_hit);
 /* Frees |m|'s slice (coalescing is deferred to the next reservation/cleanup). */
 void weft_pool_free(weft_pool *p, weft_mem *m);
 /* Periodic (explicit false) or explicit cleanup; |reserves|: the manager's
@@ -60,7 +61,7 @@ void weft_pool_cleanup(weft_pool *p, bool explicit_, uint64_t reserves);
 weft_slice *weft_pool_find(const weft_pool *p, const weft_mem *m, weft_page **page);
 /* Maps a lazy page (dry run) for an allocation of |size| bytes;
  * StorageMappingFailed{size} on failure (the message names the page size). */
-weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size);
+WEFT_MUST_USE_RESULT weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size);
 
 /* Page-level helpers shared with the arena's relocation. */
 void weft_pool_release_page(weft_pool *p, uint32_t idx); /* frees and compacts */
@@ -75,6 +76,6 @@ uint64_t weft_page_live(const weft_page *pg); /* live slices */
 void weft_pool_usage(const weft_pool *p, weft_memory_usage *u);
 void weft_pool_fill_report(const weft_pool *p, weft_pool_report *r);
 /* Checks this pool's structure; NULL or a Validation error. */
-weft_status weft_pool_validate(const weft_pool *p);
+WEFT_MUST_USE_RESULT weft_status weft_pool_validate(const weft_pool *p);
 
 #endif

@@ -42,18 +42,19 @@ struct weft_storage {
 /* Host storage on |alloc| (the device's allocator). |capacity| 0: no cap;
  * otherwise allocations past it fail with OutOfMemory and single requests
  * larger than it with BufferTooBig. */
-weft_status weft_storage_host_create(const weft_allocator *alloc, uint64_t capacity,
-                                     weft_storage **out);
+WEFT_MUST_USE_RESULT weft_status weft_storage_host_create(const weft_allocator *alloc,
+                                                          uint64_t capacity, weft_storage **out);
 
-static inline weft_status weft_storage_alloc(weft_storage *s, uint64_t size,
-                                             weft_storage_handle *out) {
+static inline WEFT_MUST_USE_RESULT weft_status weft_storage_alloc(weft_storage *s, uint64_t size,
+                                                                  weft_storage_handle *out) {
   return s->vt->alloc(s, size, out);
 }
 static inline void weft_storage_dealloc(weft_storage *s, weft_storage_handle *h) {
   s->vt->dealloc(s, h);
 }
-static inline weft_status weft_storage_get(weft_storage *s, const weft_storage_handle *h,
-                                           void **out) {
+static inline WEFT_MUST_USE_RESULT weft_status weft_storage_get(weft_storage *s,
+                                                                const weft_storage_handle *h,
+                                                                void **out) {
   return s->vt->get(s, h, out);
 }
 static inline void weft_storage_flush(weft_storage *s) {
@@ -65,9 +66,11 @@ static inline uint64_t weft_storage_alignment(const weft_storage *s) {
 static inline uint64_t weft_storage_bytes_allocated(const weft_storage *s) {
   return s->vt->bytes_allocated(s);
 }
-static inline weft_status weft_storage_copy(weft_storage *s, const weft_storage_handle *src,
-                                            uint64_t src_off, const weft_storage_handle *dst,
-                                            uint64_t dst_off, uint64_t len) {
+static inline WEFT_MUST_USE_RESULT weft_status weft_storage_copy(weft_storage *s,
+                                                                 const weft_storage_handle *src,
+                                                                 uint64_t src_off,
+                                                                 const weft_storage_handle *dst,
+                                                                 uint64_t dst_off, uint64_t len) {
   return s->vt->copy(s, src, src_off, dst, dst_off, len);
 }
 /* Failpoint: the |n|th allocation from now (1-based) fails with |kind|; 0 disarms. */

@@ -7,15 +7,17 @@
 /* ---- client side ---- */
 /* A buffer as reports print it: the slot index names a live buffer. */
 void weft__buf_name(uint64_t id, char *buf, size_t cap);
-weft_status weft__buf_not_live(uint64_t id);
-weft_status weft__range_outside(uint64_t size, uint64_t offset, uint64_t len, const char *what);
+WEFT_MUST_USE_RESULT weft_status weft__buf_not_live(uint64_t id);
+WEFT_MUST_USE_RESULT weft_status weft__range_outside(uint64_t size, uint64_t offset, uint64_t len,
+                                                     const char *what);
 /* NotFound unless |b| is a live buffer of |dev|; its size in |*size| (may be NULL). */
-static inline weft_status weft__buf_lookup(weft_device *dev, weft_buffer b, uint64_t *size) {
+static inline WEFT_MUST_USE_RESULT weft_status weft__buf_lookup(weft_device *dev, weft_buffer b,
+                                                                uint64_t *size) {
   return weft_handles_lookup(&dev->buffers, b.id, size) ? NULL : weft__buf_not_live(b.id);
 }
 /* InvalidArgument unless [offset, offset + len) lies inside |size| bytes. */
-static inline weft_status weft__check_range(uint64_t size, uint64_t offset, uint64_t len,
-                                            const char *what) {
+static inline WEFT_MUST_USE_RESULT weft_status weft__check_range(uint64_t size, uint64_t offset,
+                                                                 uint64_t len, const char *what) {
   return offset > size || len > size - offset ? weft__range_outside(size, offset, len, what) : NULL;
 }
 
@@ -27,7 +29,7 @@ static inline weft_buf *weft__buf_resolve(weft_device *dev, uint64_t id) {
   return b && b->id == id && !b->released ? b : NULL;
 }
 /* NotFound: |id| was released before the command reached it. */
-weft_status weft__buf_not_found(uint64_t id);
+WEFT_MUST_USE_RESULT weft_status weft__buf_not_found(uint64_t id);
 /* Gives an allocated buffer its address, mapping a lazy (dry-run) page on
  * first use; a page that cannot be backed leaves the buffer carrying the
  * StorageMappingFailed error over all its bytes. */

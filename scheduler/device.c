@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "core/alloc.h"
+#include "core/config.h"
 #include "scheduler/buffers.h"
 #include "scheduler/capture.h"
 #include "scheduler/command.h"
@@ -74,16 +75,9 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
   if (out->strategy != WEFT_STRATEGY_INTERLEAVE && out->strategy != WEFT_STRATEGY_SEQUENTIAL)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown strategy %d", (int)out->strategy);
   /* WEFT_SCHEDULER picks the mode of devices left at the default (to run a
-   * whole program or test suite under either). */
-  const char *env = getenv("WEFT_SCHEDULER");
-  if (out->scheduler == WEFT_SCHEDULER_DEFAULT) {
-    out->scheduler = WEFT_SCHEDULER_THREAD;
-    if (env && !strcmp(env, "combining"))
-      out->scheduler = WEFT_SCHEDULER_COMBINING;
-    else if (env && *env && strcmp(env, "thread"))
-      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                             "WEFT_SCHEDULER is '%s'; it must be 'thread' or 'combining'", env);
-  }
+   * whole program or test suite under either; core/config.c). */
+  if (out->scheduler == WEFT_SCHEDULER_DEFAULT)
+    WEFT_RETURN_IF_ERROR(weft_config_scheduler(&out->scheduler));
   if (out->scheduler != WEFT_SCHEDULER_THREAD && out->scheduler != WEFT_SCHEDULER_COMBINING)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown scheduler mode %d",
                            (int)out->scheduler);
@@ -256,7 +250,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
       (weft_graph_namer){.kernel = kernel_name, .memory = memory_name, .ctx = dev};
   if (!st) st = failpoints_from(install_failpoints(dev, o.failpoints), "options.failpoints");
   if (!st)
-    st = failpoints_from(install_failpoints(dev, getenv("WEFT_FAILPOINTS")),
+    st = failpoints_from(install_failpoints(dev, weft_config_failpoints()),
                          "the WEFT_FAILPOINTS environment variable");
   if (!st) {
     int rc = pthread_create(&dev->loop.thread, NULL, weft__scheduler_main, dev);

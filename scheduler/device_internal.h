@@ -299,7 +299,7 @@ static inline void weft__check_fault(weft_device *dev, bool query) {
   if (dev->backend->vt->check_fault) dev->backend->vt->check_fault(dev->backend, query);
 }
 
-static inline weft_status weft__oom(size_t bytes, const char *what) {
+static inline WEFT_MUST_USE_RESULT weft_status weft__oom(size_t bytes, const char *what) {
   return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, bytes, "no memory for %s", what);
 }
 

@@ -19,10 +19,10 @@ typedef struct weft_inside {
 /* Inline: every public call pays for them. */
 extern _Thread_local uint32_t weft__caller_shard; /* this thread's line + 1; 0: none yet */
 uint32_t weft__caller_shard_pick(void);
-weft_status weft__enter_refused(const weft_device *dev);
+WEFT_MUST_USE_RESULT weft_status weft__enter_refused(const weft_device *dev);
 
 /* As weft__enter, on a poisoned device too (destroy, the poison calls). */
-static inline weft_status weft__enter_open(weft_device *dev, weft_inside *in) {
+static inline WEFT_MUST_USE_RESULT weft_status weft__enter_open(weft_device *dev, weft_inside *in) {
   in->dev = NULL;
   if (!dev) return weft__enter_refused(dev);
   uint32_t s = weft__caller_shard;
@@ -38,7 +38,7 @@ static inline weft_status weft__enter_open(weft_device *dev, weft_inside *in) {
   return NULL;
 }
 
-static inline weft_status weft__enter(weft_device *dev, weft_inside *in) {
+static inline WEFT_MUST_USE_RESULT weft_status weft__enter(weft_device *dev, weft_inside *in) {
   weft_status st = weft__enter_open(dev, in);
   if (!st && atomic_load_explicit(&dev->live.poisoned, memory_order_acquire) == 1)
     st = weft_error_clone(dev->live.poison_error);
@@ -46,7 +46,7 @@ static inline weft_status weft__enter(weft_device *dev, weft_inside *in) {
 }
 
 /* As weft__enter, then refuses a call from the device's own scheduler thread. */
-weft_status weft__enter_blocking(weft_device *dev, weft_inside *in);
+WEFT_MUST_USE_RESULT weft_status weft__enter_blocking(weft_device *dev, weft_inside *in);
 
 /* The caller's last touch of the device: close may free it right after. */
 static inline void weft__leave(weft_inside *in) {

@@ -6,10 +6,11 @@
 
 /* Checks a launch's arguments (the caller is inside the device); |resolved|
  * (num_bindings entries) receives the bindings with WEFT_WHOLE sizes resolved. */
-weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint32_t grid[3],
-                               const uint32_t block[3], const weft_binding *bindings,
-                               size_t num_bindings, const void *scalars, size_t scalar_bytes,
-                               weft_binding *resolved);
+WEFT_MUST_USE_RESULT weft_status weft__launch_check(weft_device *dev, weft_kernel kernel,
+                                                    const uint32_t grid[3], const uint32_t block[3],
+                                                    const weft_binding *bindings,
+                                                    size_t num_bindings, const void *scalars,
+                                                    size_t scalar_bytes, weft_binding *resolved);
 /* A launch command from checked arguments (not numbered, not submitted).
  * |wait| false: NULL at once (as for no memory) when the stream's budget is
  * full, instead of waiting for room. */

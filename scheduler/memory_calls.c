@@ -89,9 +89,7 @@ static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size
   if (k == WEFT_ERR_BUFFER_TOO_BIG || k == WEFT_ERR_PAGE_UPDATE_FORBIDDEN) {
     if (weft_error_size(st) == size) return st;
     /* The size a caller acts on is its request, not the page asked of storage. */
-    weft_status out = weft_error_make_sized(k, size, "%s", weft_error_message(st));
-    weft_error_free(st);
-    return out;
+    return weft_error_annotate_sized(st, size, NULL);
   }
   if (k != WEFT_ERR_OUT_OF_MEMORY && k != WEFT_ERR_PAGE_SIZES_EXHAUSTED) return st;
   char snap[1536];
@@ -122,10 +120,7 @@ static weft_status with_snapshot(weft_device *dev, weft_status st, uint64_t size
   }
   /* The size a caller acts on is its request (the message says what the
    * storage was asked for). */
-  weft_status out =
-      weft_error_make_sized(weft_error_kind_of(st), size, "%s; %s", weft_error_message(st), snap);
-  weft_error_free(st);
-  return out;
+  return weft_error_annotate_sized(st, size, "%s", snap); /* keeps frames and cause */
 }
 
 /* Frees the free pages of every stream but those in a capture window (a

@@ -6,7 +6,7 @@
 
 /* Reserves |b|'s memory in the manager of |slot|, climbing the reclaim
  * ladder (and the reclaim callback) when it does not fit. */
-weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);
+WEFT_MUST_USE_RESULT weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot);
 /* CMD_MEMORY. */
 void weft__dev_memory_call(weft_device *dev, cmd *c);
 void weft__dev_mm_destroy_all(weft_device *dev);

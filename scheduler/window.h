@@ -72,7 +72,8 @@ void weft__capture_on_create(weft_device *dev, weft_stream_id stream, uint64_t b
 void weft__capture_on_write(weft_device *dev, weft_stream_id stream, uint64_t buffer);
 /* A launch on a recording stream that could not start (no stream): dooms it. */
 void weft__capture_on_unstarted(weft_device *dev, const cmd *c, weft_status why);
-weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream, const char *what);
+WEFT_MUST_USE_RESULT weft_status weft__capture_refuse_sync(weft_device *dev, weft_stream_id stream,
+                                                           const char *what);
 bool weft__capture_keep(weft_device *dev, weft_buf *b); /* true: held until begin */
 bool weft__capture_cleanup_skipped(weft_device *dev, uint32_t slot);
 /* The first reason the recording cannot be kept wins (takes |why|). */

@@ -2,12 +2,16 @@
 # The installed package, as a new user meets it: builds weft (the libraries
 # only), installs it to a fresh temporary prefix, moves that prefix elsewhere
 # (weft.pc and weftConfig.cmake must not depend on where it was configured or
-# installed), then builds and runs tests/consumer out of tree four ways:
+# installed), then builds and runs tests/consumer out of tree five ways:
 #   find_package(weft) + weft::weft (shared) and weft::weft_static;
 #   cc $(pkg-config --cflags --libs weft) (shared);
-#   cc with pkg-config --static, libweft.a chosen explicitly (static).
+#   cc with pkg-config --static, libweft.a chosen explicitly (static);
+#   add_subdirectory(<this checkout>) + weft::weft and weft::weft_static.
 # It also checks that pkg-config's cflags carry nothing but the include path
-# and that the static binaries do not need libweft.so.
+# and that the static binaries do not need libweft.so. Last, it embeds the
+# source tree with add_subdirectory (weft not the top-level project) where
+# pkg-config cannot find Criterion: that build must configure without looking
+# for it, put no -Werror on weft's own files, and run both consumers.
 #
 #   scripts/consumer.sh   (WEFT_CONSUMER_BUILD_DIR: the build folder, default build-consumer)
 set -euo pipefail
@@ -98,6 +102,44 @@ echo "cc ... $(pkg-config --cflags weft) $STATIC_LIBS"
   $(pkg-config --cflags weft) $STATIC_LIBS
 ! needs_weft_so "$WORK/pc_static" || die "pc_static needs libweft.so"
 run "$WORK/pc_static"
+
+step "add_subdirectory(weft), without Criterion"
+# A pkg-config search path holding only what the libraries need (ck, and
+# jemalloc where it is used): Criterion is not there to be found.
+PCDIR="$WORK/pkgconfig-without-criterion"
+mkdir -p "$PCDIR"
+for m in ck jemalloc; do
+  if pc=$(pkg-config --variable=pcfiledir "$m" 2>/dev/null); then ln -s "$pc/$m.pc" "$PCDIR/$m.pc"; fi
+done
+if PKG_CONFIG_LIBDIR="$PCDIR" PKG_CONFIG_PATH='' pkg-config --exists criterion; then
+  die "criterion is still visible to pkg-config in $PCDIR"
+fi
+EMBED="$WORK/embed-build"
+PKG_CONFIG_LIBDIR="$PCDIR" PKG_CONFIG_PATH='' cmake -S "$ROOT/tests/consumer" -B "$EMBED" -G Ninja \
+  -DWEFT_SOURCE_DIR="$ROOT" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  >"$WORK/embed-configure.log" || { cat "$WORK/embed-configure.log"; die "the embedded configure failed"; }
+grep 'weft 0.1' "$WORK/embed-configure.log" || true
+if grep -E '^[A-Za-z_]*CRITERION' "$EMBED/CMakeCache.txt"; then
+  die "the embedded build looked for Criterion (the cache entries above)"
+fi
+grep -q 'tests=OFF bench=OFF examples=OFF werror=OFF' "$WORK/embed-configure.log" ||
+  die "an embedded weft must default its tests, bench, examples and -Werror off"
+cmake --build "$EMBED" --target consumer_shared consumer_static
+# weft's own files get its warnings but never -Werror; the consumer's keep theirs.
+bad=0
+while IFS= read -r cmd; do
+  case "$cmd" in
+  *" -c $ROOT/tests/consumer/"*)
+    [[ "$cmd" == *-Werror* ]] || { echo "consumer compile without -Werror: $cmd"; bad=1; } ;;
+  *" -c $ROOT/"*)
+    [[ "$cmd" == *-Wall* && "$cmd" != *-Werror* ]] || { echo "weft compile with wrong flags: $cmd"; bad=1; } ;;
+  esac
+done < <(ninja -C "$EMBED" -t commands consumer_shared consumer_static)
+[ "$bad" -eq 0 ] || die "the embedded build's flags are wrong (above)"
+needs_weft_so "$EMBED/consumer_shared" || die "the embedded consumer_shared does not need libweft.so"
+! needs_weft_so "$EMBED/consumer_static" || die "the embedded consumer_static needs libweft.so"
+run "$EMBED/consumer_shared"
+run "$EMBED/consumer_static"
 
 [ "${#FAILED[@]}" -eq 0 ] || die "failed: ${FAILED[*]}"
 echo "consumer.sh: every consumer built and ran"

@@ -179,14 +179,17 @@ typedef weft_status (*weft_backend_open_fn)(const weft_backend_config *cfg,
                                             weft_backend_base **out);
 
 /* The backends (one line each in streams/backends.c). */
-weft_status weft_backend_host_open(const weft_backend_config *cfg, weft_backend_base **out);
+WEFT_MUST_USE_RESULT weft_status weft_backend_host_open(const weft_backend_config *cfg,
+                                                        weft_backend_base **out);
 /* Without cuda.h, streams/cuda/absent.c: says weft was built without it. */
-weft_status weft_backend_cuda_open(const weft_backend_config *cfg, weft_backend_base **out);
+WEFT_MUST_USE_RESULT weft_status weft_backend_cuda_open(const weft_backend_config *cfg,
+                                                        weft_backend_base **out);
 
 /* True for a kind the table holds. */
 bool weft_backend_known(weft_backend kind);
 /* Opens the backend |kind| (InvalidArgument for one the table lacks). */
-weft_status weft_backend_open(weft_backend kind, const weft_backend_config *cfg,
-                              weft_backend_base **out);
+WEFT_MUST_USE_RESULT weft_status weft_backend_open(weft_backend kind,
+                                                   const weft_backend_config *cfg,
+                                                   weft_backend_base **out);
 
 #endif

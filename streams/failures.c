@@ -5,14 +5,14 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/config.h"
 #include "core/error.h"
 
 void weft_failures_init(weft_failures *fs, const weft_allocator *alloc) {
   memset(fs, 0, sizeof(*fs));
   fs->alloc = alloc;
   weft_graph_init(&fs->graph, alloc);
-  const char *log = getenv("WEFT_LOG");
-  fs->log = log && *log && strcmp(log, "0") != 0;
+  fs->log = weft_config_log();
 }
 
 void weft_failures_destroy(weft_failures *fs) {

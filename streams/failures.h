@@ -42,7 +42,8 @@ void weft_failures_destroy(weft_failures *fs);
 
 /* Several{...} naming every failure the targets carry (each once, first
  * seen first) and every target never allocated; NULL when none. */
-weft_status weft_failures_ensure_written(weft_failures *fs, const weft_target *t, size_t n);
+WEFT_MUST_USE_RESULT weft_status weft_failures_ensure_written(weft_failures *fs,
+                                                              const weft_target *t, size_t n);
 /* The first target carrying a failure (a missing node is skipped). */
 bool weft_failures_read_failure(weft_failures *fs, const weft_target *t, size_t n,
                                 weft_read_failure *out);

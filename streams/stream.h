@@ -98,8 +98,9 @@ struct weft_stream {
 void *weft_stream_worker_ctx(void);
 
 /* A pool of host threads for a device's streams (none started yet). */
-weft_status weft_host_pool_create(const weft_allocator *alloc, weft_signal *progress, void *ctx,
-                                  weft_host_pool **out);
+WEFT_MUST_USE_RESULT weft_status weft_host_pool_create(const weft_allocator *alloc,
+                                                       weft_signal *progress, void *ctx,
+                                                       weft_host_pool **out);
 /* Stops the pool's threads and frees its streams (every stream must be idle:
  * the owner retired all it submitted). */
 void weft_host_pool_destroy(weft_host_pool *p);
@@ -111,7 +112,8 @@ uint64_t weft_host_pool_recovered(const weft_host_pool *p);
  * a racy snapshot, for a lost wake-up's report). */
 void weft_host_pool_dump(const weft_host_pool *p, FILE *f);
 /* Starts a host stream on |pool| (and one more thread for the pool). */
-weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot, weft_stream **out);
+WEFT_MUST_USE_RESULT weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot,
+                                                         weft_stream **out);
 /* True when no thread runs |s| and none will without a new submission
  * (a lane: when it has completed all it was handed). */
 static inline bool weft_stream_is_idle(weft_stream *s) {

@@ -26,6 +26,15 @@ extern "C" {
 #define WEFT_API
 #endif
 
+/* On every call returning a weft_status: ignoring one leaks it and loses the
+ * failure. Consume a status with weft_error_free (gcc ignores a (void) cast
+ * for this attribute). */
+#if defined(__GNUC__) || defined(__clang__)
+#define WEFT_MUST_USE_RESULT __attribute__((warn_unused_result))
+#else
+#define WEFT_MUST_USE_RESULT
+#endif
+
 #define WEFT_VERSION_MAJOR 0
 #define WEFT_VERSION_MINOR 1
 #define WEFT_VERSION_PATCH 0
@@ -71,25 +80,30 @@ typedef enum weft_error_kind {
  * kind other than WEFT_OK: if memory runs out, a static error of the same
  * kind without message is returned (freeing it is a no-op). WEFT_OK and
  * out-of-range kinds give an InvalidArgument error. */
-WEFT_API weft_status weft_error_make(weft_error_kind kind, const char *fmt, ...)
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_make(weft_error_kind kind, const char *fmt,
+                                                          ...)
     __attribute__((format(printf, 2, 3)));
 /* As weft_error_make, with the |size| field of kinds that have one. */
-WEFT_API weft_status weft_error_make_sized(weft_error_kind kind, uint64_t size, const char *fmt,
-                                           ...) __attribute__((format(printf, 3, 4)));
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_make_sized(weft_error_kind kind, uint64_t size,
+                                                                const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Wraps |source| (ownership transfers, may be NULL) as the cause of a new
  * error of |kind|: StorageMappingFailed{size, source}, DevicePoisoned{poison,
  * source}, or any kind with a cause chain. */
-WEFT_API weft_status weft_error_wrap(weft_error_kind kind, uint64_t size, weft_status source,
-                                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_wrap(weft_error_kind kind, uint64_t size,
+                                                          weft_status source, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Several{errors}: takes ownership of the |n| errors in |errors| (NULL entries
  * are skipped); the array itself stays the caller's. */
-WEFT_API weft_status weft_error_several(weft_status *errors, size_t n);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_several(weft_status *errors, size_t n);
 /* Unwritten{failure, claimed, chain, root}: takes ownership of |root|; copies
  * the |chain_len| strings of |chain| (newest hop first). */
-WEFT_API weft_status weft_error_unwritten(uint64_t failure_id, uint32_t claimed, weft_status root,
-                                          const char *const *chain, size_t chain_len);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_unwritten(uint64_t failure_id,
+                                                               uint32_t claimed, weft_status root,
+                                                               const char *const *chain,
+                                                               size_t chain_len);
 /* A deep copy (backtrace included). NULL for NULL. */
-WEFT_API weft_status weft_error_clone(weft_status st);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_clone(weft_status st);
 
 WEFT_API weft_error_kind weft_error_kind_of(weft_status st); /* WEFT_OK for NULL */
 /* CamelCase names ("BufferTooBig", ..., "Several"; "Ok" for WEFT_OK; "Invalid"
@@ -105,14 +119,15 @@ WEFT_API size_t weft_error_format(weft_status st, char *buf, size_t cap);
 WEFT_API size_t weft_error_format_backtrace(weft_status st, char *buf, size_t cap);
 /* The message / reason / description (borrowed; "" when none). */
 WEFT_API const char *weft_error_message(weft_status st);
-WEFT_API uint64_t weft_error_size(weft_status st);      /* the size field where the kind has one */
-WEFT_API weft_status weft_error_source(weft_status st); /* borrowed cause, or NULL */
-WEFT_API size_t weft_error_count(weft_status st);       /* Several: how many; else 0 */
-WEFT_API weft_status weft_error_at(weft_status st, size_t i); /* Several: borrowed */
-WEFT_API uint64_t weft_error_failure_id(weft_status st);      /* Unwritten: the #id */
-WEFT_API uint32_t weft_error_claimed(weft_status st);         /* Unwritten: buffers carrying it */
-WEFT_API weft_status weft_error_root(weft_status st);         /* Unwritten: borrowed root */
-WEFT_API size_t weft_error_chain_length(weft_status st);      /* Unwritten: hops, newest first */
+WEFT_API uint64_t weft_error_size(weft_status st);       /* the size field where the kind has one */
+WEFT_API size_t weft_error_count(weft_status st);        /* Several: how many; else 0 */
+WEFT_API uint64_t weft_error_failure_id(weft_status st); /* Unwritten: the #id */
+WEFT_API uint32_t weft_error_claimed(weft_status st);    /* Unwritten: buffers carrying it */
+WEFT_API size_t weft_error_chain_length(weft_status st); /* Unwritten: hops, newest first */
+/* Borrowed: the cause, Several's item |i|, Unwritten's root (NULL: none). */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_source(weft_status st);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_at(weft_status st, size_t i);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_root(weft_status st);
 WEFT_API const char *weft_error_chain_at(weft_status st, size_t i);
 /* Unwritten: the launch that failed, "kernel 'NAME' (launch N)" (borrowed);
  * NULL when the failure came from no launch (a failed reservation). */
@@ -133,7 +148,7 @@ WEFT_API bool weft_error_is_refusal(weft_status st);
 WEFT_API char *weft_error_to_json(weft_status st);
 /* Parses what weft_error_to_json wrote. *out receives the error (NULL for
  * "null"); a malformed document returns InvalidArgument and leaves *out NULL. */
-WEFT_API weft_status weft_error_from_json(const char *json, weft_status *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_from_json(const char *json, weft_status *out);
 WEFT_API void weft_error_free(weft_status st); /* NULL is a no-op */
 WEFT_API void weft_free(void *p);              /* frees strings weft returns */
 
@@ -161,7 +176,8 @@ typedef struct weft_counting_allocator weft_counting_allocator;
 typedef struct weft_alloc_counts {
   uint64_t allocs, frees, live_blocks, live_bytes, failed;
 } weft_alloc_counts;
-WEFT_API weft_status weft_counting_allocator_create(weft_counting_allocator **out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status
+weft_counting_allocator_create(weft_counting_allocator **out);
 WEFT_API weft_allocator weft_counting_allocator_get(weft_counting_allocator *ca);
 WEFT_API weft_alloc_counts weft_counting_allocator_counts(const weft_counting_allocator *ca);
 /* The |n|th allocation from now (1-based) returns NULL; 0 disarms. */
@@ -222,7 +238,8 @@ typedef struct weft_device weft_device;
 
 WEFT_API void weft_device_options_init(weft_device_options *opts);
 /* Opens a device. NULL opts: defaults. *out is NULL on failure. */
-WEFT_API weft_status weft_device_open(const weft_device_options *opts, weft_device **out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_device_open(const weft_device_options *opts,
+                                                           weft_device **out);
 /* Drains every submitted command, joins the device's threads and frees
  * everything, buffers the caller never released included. NULL is a no-op.
  * Calls racing close on other threads: a call already inside weft when close
@@ -268,8 +285,9 @@ WEFT_API weft_stream_id weft_stream_current(void);
 /* Creates a buffer of |size| bytes living on |stream|'s memory. Async: the
  * reservation happens later; a failure to reserve is reported by reads of the
  * buffer and by launches that read it. */
-WEFT_API weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t size,
-                                        weft_buffer *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_create(weft_device *dev,
+                                                             weft_stream_id stream, uint64_t size,
+                                                             weft_buffer *out);
 /* Stream-ordered; |src| may be reused once the call returns. Up to 64 KiB,
  * and up to 4 MiB while the device's staging window (64 MiB of staged bytes
  * the streams have not consumed yet) has room, the bytes are copied and the
@@ -278,8 +296,9 @@ WEFT_API weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream,
  * it has been (after the work submitted before it on |stream|): no staged
  * copy, so memory stays bounded. From a kernel or a reclaim callback a write
  * never waits (it is staged whatever its size). */
-WEFT_API weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, weft_buffer buf,
-                                       uint64_t offset, const void *src, uint64_t len);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream,
+                                                            weft_buffer buf, uint64_t offset,
+                                                            const void *src, uint64_t len);
 /* Blocks until the bytes are copied into |dst|. Stream-ordered: the read runs
  * on |stream| after every command submitted on |stream| before it (work on
  * other buffers included), and after the last command submitted before it
@@ -289,10 +308,11 @@ WEFT_API weft_status weft_buffer_write(weft_device *dev, weft_stream_id stream, 
  * "Before": a call that returned before this one began, from any thread.
  * Fails with Several{Unwritten...} when the bytes were left unwritten by a
  * failed launch. */
-WEFT_API weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffer buf,
-                                      uint64_t offset, void *dst, uint64_t len);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream,
+                                                           weft_buffer buf, uint64_t offset,
+                                                           void *dst, uint64_t len);
 /* The handle is dead at once; the memory goes once pending work is done. */
-WEFT_API weft_status weft_buffer_release(weft_device *dev, weft_buffer buf);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_release(weft_device *dev, weft_buffer buf);
 
 typedef struct weft_kernel_ctx {
   uint32_t grid[3], block[3], block_idx[3]; /* this call runs one block */
@@ -325,8 +345,9 @@ typedef struct weft_kernel_ctx {
 typedef weft_status (*weft_host_kernel_fn)(const weft_kernel_ctx *ctx, void *user);
 
 /* Registers a host kernel; |name| is copied (1..255 bytes). */
-WEFT_API weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kernel_fn fn,
-                                      void *user, weft_kernel *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_kernel_host(weft_device *dev, const char *name,
+                                                           weft_host_kernel_fn fn, void *user,
+                                                           weft_kernel *out);
 /* ---- CUDA kernels (WEFT_BACKEND_CUDA) -----------------------------------------------------
  * A CUDA device runs kernels from modules; host kernels run on the host
  * backend only (each call answers UnsupportedIoOperation on the other). */
@@ -336,8 +357,8 @@ typedef struct {
 /* Loads a PTX text, cubin or fatbin image of |bytes| bytes
  * (cuModuleLoadData; PTX need not be NUL-terminated). A bad image or a JIT
  * failure is LaunchCompilation. Modules live until the device closes. */
-WEFT_API weft_status weft_module_load(weft_device *dev, const void *image, size_t bytes,
-                                      weft_module *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_module_load(weft_device *dev, const void *image,
+                                                           size_t bytes, weft_module *out);
 /* The kernel |entry| of |module| (NotFound when the module has none), named
  * |entry| in reports. |params| spells cuLaunchKernel's parameters in order:
  * 'b' is the next binding's device address (its buffer's base plus the
@@ -347,21 +368,25 @@ WEFT_API weft_status weft_module_load(weft_device *dev, const void *image, size_
  * unsigned n) is "4bb4" with the scalars struct { float a; unsigned n; }.
  * weft_launch then checks the bindings and scalar bytes against it. At most
  * 64 parameters. */
-WEFT_API weft_status weft_kernel_cuda(weft_device *dev, weft_module module, const char *entry,
-                                      const char *params, weft_kernel *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_kernel_cuda(weft_device *dev, weft_module module,
+                                                           const char *entry, const char *params,
+                                                           weft_kernel *out);
 
 /* Async; returns only argument errors (bad handles, ranges, dimensions).
  * Execution failures taint the launch's written bindings. */
-WEFT_API weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
-                                 const uint32_t grid[3], const uint32_t block[3],
-                                 const weft_binding *bindings, size_t num_bindings,
-                                 const void *scalars, size_t scalar_bytes);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_launch(weft_device *dev, weft_stream_id stream,
+                                                      weft_kernel kernel, const uint32_t grid[3],
+                                                      const uint32_t block[3],
+                                                      const weft_binding *bindings,
+                                                      size_t num_bindings, const void *scalars,
+                                                      size_t scalar_bytes);
 /* Barrier: returns once everything submitted on |stream| before the call has
  * completed. */
-WEFT_API weft_status weft_sync(weft_device *dev, weft_stream_id stream);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_sync(weft_device *dev, weft_stream_id stream);
 /* No barrier: reports the failures the |n| buffers carry now (as a read
  * would, Several{...}), or NULL when none is known to carry one. */
-WEFT_API weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_check(weft_device *dev, const weft_buffer *bufs,
+                                                     size_t n);
 
 /* ---- memory: pools, layouts, modes, reports
  * --------------------------------------------------------
@@ -456,31 +481,36 @@ typedef uint64_t (*weft_reclaim_fn)(void *user, weft_stream_id stream, uint64_t 
 #define WEFT_MAX_POOL_REPORTS (254u + 64u + 2u)
 
 /* Usage summed over every stream's memory. */
-WEFT_API weft_status weft_memory_usage_get(weft_device *dev, weft_memory_usage *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_usage_get(weft_device *dev,
+                                                                weft_memory_usage *out);
 /* Per-pool reports of |stream|'s memory (routing order, then arena slots,
  * then the persistent and dedicated pools). |*n| in: capacity of |out|; out:
  * the number of pools (more than the capacity: only that many written). A
  * stream that never allocated reports 0 pools (questions create nothing). */
-WEFT_API weft_status weft_memory_report_get(weft_device *dev, weft_stream_id stream,
-                                            weft_pool_report *out, size_t *n);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_report_get(weft_device *dev,
+                                                                 weft_stream_id stream,
+                                                                 weft_pool_report *out, size_t *n);
 /* Waits for in-flight work, flushes the drop queue twice, relocates live
  * allocations off outdated pages and frees every free page of |stream|'s
  * memory. */
-WEFT_API weft_status weft_memory_cleanup(weft_device *dev, weft_stream_id stream);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_cleanup(weft_device *dev,
+                                                              weft_stream_id stream);
 /* Installs |layout| on |stream|'s memory (refused with Validation while its
  * pools hold live memory) and makes it the layout of streams created later. */
-WEFT_API weft_status weft_memory_install_layout(weft_device *dev, weft_stream_id stream,
-                                                const weft_layout *layout);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_install_layout(weft_device *dev,
+                                                                     weft_stream_id stream,
+                                                                     const weft_layout *layout);
 /* Opens (PERSISTENT, DEDICATED) or closes (AUTO) an allocation window on
  * |stream|'s memory. */
-WEFT_API weft_status weft_memory_mode(weft_device *dev, weft_stream_id stream,
-                                      weft_alloc_mode mode);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_mode(weft_device *dev, weft_stream_id stream,
+                                                           weft_alloc_mode mode);
 /* Dry runs nest: while one is open, new pages get identities but no backing
  * until a read resolves them, and launches and writes are validated and
  * dropped (measured, not run). weft_memory_report_get then tells the peak. */
-WEFT_API weft_status weft_memory_dry_run(weft_device *dev, bool begin);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_dry_run(weft_device *dev, bool begin);
 /* Sets (NULL fn: clears) the reclaim callback. */
-WEFT_API weft_status weft_memory_set_reclaim(weft_device *dev, weft_reclaim_fn fn, void *user);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_set_reclaim(weft_device *dev,
+                                                                  weft_reclaim_fn fn, void *user);
 
 /* ---- failures: injection and poisoning
  * ----------------------------------------------------------- */
@@ -490,8 +520,9 @@ WEFT_API weft_status weft_memory_set_reclaim(weft_device *dev, weft_reclaim_fn f
  * |poison| is borrowed for the call. Called on the thread that found the
  * fault (a stream worker): it must not block on the device. */
 typedef void (*weft_poison_fn)(void *user, weft_status poison);
-WEFT_API weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn,
-                                                     void *user);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_device_set_poison_callback(weft_device *dev,
+                                                                          weft_poison_fn fn,
+                                                                          void *user);
 /* Failpoint syntax (options.failpoints, the WEFT_FAILPOINTS variable and
  * weft_device_set_failpoints; docs/errors.md): entries separated by ';',
  * whitespace around an entry ignored, empty entries skipped, each one of
@@ -513,9 +544,10 @@ WEFT_API weft_status weft_device_set_poison_callback(weft_device *dev, weft_pois
  * not be TornDown, Skipped, Unwritten or Several (weft reports those). NULL
  * or a spec with no entry ("") clears every failpoint the device has, those
  * of the options and of WEFT_FAILPOINTS included. */
-WEFT_API weft_status weft_device_set_failpoints(weft_device *dev, const char *spec);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_device_set_failpoints(weft_device *dev,
+                                                                     const char *spec);
 /* The device's poison (a clone the caller frees), or NULL if it is healthy. */
-WEFT_API weft_status weft_device_poisoned(weft_device *dev);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_device_poisoned(weft_device *dev);
 
 /* ---- capture and replay ---------------------------------------------------------------
  * Records the launches issued on a set of streams once, replays them many
@@ -552,16 +584,17 @@ typedef enum {
   WEFT_CAPTURE_READY,        /* ended: replayable */
   WEFT_CAPTURE_ABORTED,      /* aborted, or end failed: only destroy is left */
 } weft_capture_state;
-WEFT_API weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams, size_t n,
-                                          weft_capture **out);
-WEFT_API weft_status weft_capture_begin(weft_capture *cap);
-WEFT_API weft_status weft_capture_end(weft_capture *cap);
-WEFT_API weft_status weft_capture_abort(weft_capture *cap);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_capture_prepare(weft_device *dev,
+                                                               const weft_stream_id *streams,
+                                                               size_t n, weft_capture **out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_capture_begin(weft_capture *cap);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_capture_end(weft_capture *cap);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_capture_abort(weft_capture *cap);
 /* Asynchronous, like a launch: returns only state errors (and OutOfMemory
  * for its command). Any number of threads may replay one capture. Inside a
  * dry run (weft_memory_dry_run) a replay is dropped like every launch:
  * counted in launches and launches_dry, not run. */
-WEFT_API weft_status weft_capture_replay(weft_capture *cap);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_capture_replay(weft_capture *cap);
 WEFT_API weft_capture_state weft_capture_state_of(const weft_capture *cap); /* 0 for NULL */
 WEFT_API size_t weft_capture_launches(const weft_capture *cap);             /* recorded launches */
 /* Waits until no replay of |cap| runs, then frees it and everything it holds;
@@ -592,25 +625,28 @@ typedef struct weft_taskgraph_node_info {
   uint32_t ndeps; /* direct predecessors */
   size_t nbindings;
 } weft_taskgraph_node_info;
-WEFT_API weft_status weft_taskgraph_create(weft_device *dev, weft_taskgraph **out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_taskgraph_create(weft_device *dev,
+                                                                weft_taskgraph **out);
 /* Appends a launch; *node (optional) receives its index. */
-WEFT_API weft_status weft_taskgraph_add_launch(weft_taskgraph *g, weft_kernel kernel,
-                                               const uint32_t grid[3], const uint32_t block[3],
-                                               const weft_binding *bindings, size_t num_bindings,
-                                               const void *scalars, size_t scalar_bytes,
-                                               uint32_t *node);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_taskgraph_add_launch(
+    weft_taskgraph *g, weft_kernel kernel, const uint32_t grid[3], const uint32_t block[3],
+    const weft_binding *bindings, size_t num_bindings, const void *scalars, size_t scalar_bytes,
+    uint32_t *node);
 /* Issues every node, in order, as one submission (one queue push). */
-WEFT_API weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_taskgraph_submit(weft_taskgraph *g,
+                                                                weft_stream_id base);
 WEFT_API size_t weft_taskgraph_node_count(const weft_taskgraph *g);
 WEFT_API size_t weft_taskgraph_edge_count(const weft_taskgraph *g);
 WEFT_API uint32_t weft_taskgraph_lane_count(const weft_taskgraph *g);
-WEFT_API weft_status weft_taskgraph_node(const weft_taskgraph *g, uint32_t node,
-                                         weft_taskgraph_node_info *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_taskgraph_node(const weft_taskgraph *g,
+                                                              uint32_t node,
+                                                              weft_taskgraph_node_info *out);
 /* Edge |i| (0..edge_count-1), in order of the dependent node. */
-WEFT_API weft_status weft_taskgraph_edge(const weft_taskgraph *g, size_t i, uint32_t *from,
-                                         uint32_t *to);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_taskgraph_edge(const weft_taskgraph *g, size_t i,
+                                                              uint32_t *from, uint32_t *to);
 /* Graphviz text (free with weft_free): nodes named by kernel, lanes as colors. */
-WEFT_API weft_status weft_taskgraph_to_dot(const weft_taskgraph *g, char **out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_taskgraph_to_dot(const weft_taskgraph *g,
+                                                                char **out);
 /* Frees the graph (NULL is a no-op). A graph is the caller's alone, so
  * destroy may come before or after weft_device_close: after close it frees
  * only the graph and touches no device (the device's allocator must still
@@ -657,7 +693,8 @@ typedef struct weft_device_stats {
 } weft_device_stats;
 /* A consistent snapshot taken by the scheduler after every command submitted
  * before the call. */
-WEFT_API weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_device_stats_get(weft_device *dev,
+                                                                weft_device_stats *out);
 
 /* What the device is; fixed at open, answered without a round trip. */
 typedef struct weft_device_info {
@@ -670,7 +707,8 @@ typedef struct weft_device_info {
   uint32_t max_streams;  /* the stream pool's size */
   uint32_t memory_align; /* allocations are aligned to this many bytes */
 } weft_device_info;
-WEFT_API weft_status weft_device_info_get(weft_device *dev, weft_device_info *out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_device_info_get(weft_device *dev,
+                                                               weft_device_info *out);
 
 #ifdef __cplusplus
 }

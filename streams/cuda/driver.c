@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
+
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
                                 CUdriverProcAddressQueryResult *);
 
@@ -41,7 +43,7 @@ static void *resolve(weft_cuda_driver *d, get_proc_fn gpa, const weft_cuda_drive
 
 weft_status weft_cuda_driver_open(weft_cuda_driver *d, const char *path, unsigned flags) {
   memset(d, 0, sizeof(*d));
-  if (!path || !*path) path = getenv("WEFT_CUDA_DRIVER");
+  if (!path || !*path) path = weft_config_cuda_driver();
   if (!path || !*path) path = "libcuda.so.1"; /* never libcuda.so: the dev symlink or stub */
   snprintf(d->path, sizeof(d->path), "%s", path);
   d->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/config.h"
 
 /* Events kept per lane for later waits to bind to and for completion polls
  * (the newest ones). */
@@ -54,7 +55,7 @@ static unsigned ndrivers;
 static pthread_mutex_t drivers_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static weft_status driver_get(const weft_cuda_driver **out) {
-  const char *env = getenv("WEFT_CUDA_DRIVER");
+  const char *env = weft_config_cuda_driver();
   const char *path = env && *env ? env : "libcuda.so.1";
   weft_status st = NULL;
   pthread_mutex_lock(&drivers_lock);

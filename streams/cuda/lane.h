@@ -46,13 +46,14 @@ typedef struct weft_lanes_stats {
  * thread. Errors name what is missing: UnsupportedIoOperation for no driver,
  * the toolkit stub, a failed cuInit or no device; InvalidArgument for an
  * ordinal that does not exist. |progress| is raised by every mark. */
-weft_status weft_lanes_open(const weft_allocator *alloc, int ordinal, weft_signal *progress,
-                            weft_lanes **out);
+WEFT_MUST_USE_RESULT weft_status weft_lanes_open(const weft_allocator *alloc, int ordinal,
+                                                 weft_signal *progress, weft_lanes **out);
 /* Destroys every lane (synchronising each), then releases the context.
  * Call with every submitted task retired. NULL is a no-op. */
 void weft_lanes_close(weft_lanes *b);
 /* A lane for stream |slot|. */
-weft_status weft_lanes_stream_create(weft_lanes *b, uint32_t slot, weft_stream **out);
+WEFT_MUST_USE_RESULT weft_status weft_lanes_stream_create(weft_lanes *b, uint32_t slot,
+                                                          weft_stream **out);
 
 weft_cuda_context *weft_lanes_context(weft_lanes *b);
 const weft_cuda_driver *weft_lanes_driver(const weft_lanes *b);

@@ -32,18 +32,19 @@ typedef struct weft_cuda_context weft_cuda_context;
  * current on the calling thread. UnsupportedIoOperation when the driver
  * cannot initialise (the toolkit stub, no device, ...), InvalidArgument for
  * an ordinal that does not exist. |alloc| and |d| must outlive the context. */
-weft_status weft_cuda_context_create(const weft_allocator *alloc, const weft_cuda_driver *d,
-                                     int ordinal, weft_cuda_context **out);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_context_create(const weft_allocator *alloc,
+                                                          const weft_cuda_driver *d, int ordinal,
+                                                          weft_cuda_context **out);
 /* Releases the primary context. Destroy every stream, module, graph and
  * storage of the context first. NULL is a no-op. */
 void weft_cuda_context_destroy(weft_cuda_context *c);
 /* Makes the context current on the calling thread (a no-op when weft already
  * did so on this thread). */
-weft_status weft_cuda_context_make_current(weft_cuda_context *c);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_context_make_current(weft_cuda_context *c);
 /* cuCtxSynchronize: waits for all the context's work. */
-weft_status weft_cuda_context_sync(weft_cuda_context *c);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_context_sync(weft_cuda_context *c);
 /* A clone of the first sticky error any call on this context got, or NULL. */
-weft_status weft_cuda_context_poisoned(weft_cuda_context *c);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_context_poisoned(weft_cuda_context *c);
 /* Whether some call on this context got a sticky error (no allocation). */
 bool weft_cuda_context_is_poisoned(const weft_cuda_context *c);
 /* The context's poison sink, for storage (weft_storage_cuda_set_poison). */
@@ -60,7 +61,8 @@ typedef struct weft_cuda_event weft_cuda_event;
 
 /* A non-blocking stream (CU_STREAM_NON_BLOCKING: no implicit ordering with
  * the legacy stream). */
-weft_status weft_cuda_stream_create(weft_cuda_context *c, weft_cuda_stream **out);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_stream_create(weft_cuda_context *c,
+                                                         weft_cuda_stream **out);
 /* Synchronises the stream (every host function has run), destroys it and
  * its events. Release or forget every event first: outstanding tokens
  * dangle afterwards. NULL is a no-op. */
@@ -70,31 +72,35 @@ CUstream weft_cuda_stream_handle(const weft_cuda_stream *s);
 /* Records a pooled event at the stream's current position. The pool only
  * creates events while every pooled one is held (warm-up); later records
  * create none. InvalidArgument during a capture. */
-weft_status weft_cuda_stream_record(weft_cuda_stream *s, weft_cuda_event **out);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_stream_record(weft_cuda_stream *s,
+                                                         weft_cuda_event **out);
 /* Makes |consumer| wait (on the device) for the work before |ev|. The wait
  * binds to the record as it is now: the event may be released right after. */
-weft_status weft_cuda_stream_wait(weft_cuda_stream *consumer, const weft_cuda_event *ev);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_stream_wait(weft_cuda_stream *consumer,
+                                                       const weft_cuda_event *ev);
 /* Whether the work before |ev| has completed (cuEventQuery; NOT_READY is
  * false, not an error). */
-weft_status weft_cuda_event_done(const weft_cuda_event *ev, bool *done);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_event_done(const weft_cuda_event *ev, bool *done);
 /* Blocks the calling thread until the work before |ev| has completed. */
-weft_status weft_cuda_event_sync(const weft_cuda_event *ev);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_event_sync(const weft_cuda_event *ev);
 /* Returns the event to its stream's pool. NULL is a no-op. */
 void weft_cuda_event_release(weft_cuda_event *ev);
 /* Events this stream's pool has created in all (for tests and stats). */
 uint64_t weft_cuda_stream_events_created(const weft_cuda_stream *s);
 
 /* Blocks until the stream's work has completed. */
-weft_status weft_cuda_stream_sync(weft_cuda_stream *s);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_stream_sync(weft_cuda_stream *s);
 /* Whether the stream is idle (cuStreamQuery; NOT_READY is false). */
-weft_status weft_cuda_stream_query(weft_cuda_stream *s, bool *idle);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_stream_query(weft_cuda_stream *s, bool *idle);
 
 /* Asynchronous copies on the stream. With pageable host memory the driver
  * stages the bytes (an HtoD returns once they are staged, a DtoH may block);
  * use weft_cuda_pinned_alloc buffers for truly asynchronous ones. The host
  * buffer must stay valid until the stream passes the copy. */
-weft_status weft_cuda_copy_htod(weft_cuda_stream *s, CUdeviceptr dst, const void *src, size_t len);
-weft_status weft_cuda_copy_dtoh(weft_cuda_stream *s, void *dst, CUdeviceptr src, size_t len);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_copy_htod(weft_cuda_stream *s, CUdeviceptr dst,
+                                                     const void *src, size_t len);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_copy_dtoh(weft_cuda_stream *s, void *dst,
+                                                     CUdeviceptr src, size_t len);
 
 /* ---- launches and host functions ---------------------------------------------------------- */
 
@@ -107,18 +113,20 @@ typedef struct weft_cuda_dim3 {
  * configuration (too many threads or registers, too much shared memory,
  * zero or oversized dimensions: LAUNCH_OUT_OF_RESOURCES / INVALID_VALUE) is
  * LaunchTooManyResources. */
-weft_status weft_cuda_launch(weft_cuda_stream *s, CUfunction f, weft_cuda_dim3 grid,
-                             weft_cuda_dim3 block, unsigned shared_bytes, void **params);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_launch(weft_cuda_stream *s, CUfunction f,
+                                                  weft_cuda_dim3 grid, weft_cuda_dim3 block,
+                                                  unsigned shared_bytes, void **params);
 /* Enqueues |fn(arg)| on the stream (cuLaunchHostFunc): it runs on a driver
  * thread once the work before it has completed, in stream order. A host
  * function must not call CUDA (the driver may deadlock or fail with
  * NOT_PERMITTED) and should return quickly: it holds up the stream. */
-weft_status weft_cuda_host_callback(weft_cuda_stream *s, CUhostFn fn, void *arg);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_host_callback(weft_cuda_stream *s, CUhostFn fn,
+                                                         void *arg);
 /* The completion cursor: enqueues a host function that stores |seq| into
  * the stream's completed counter (release order) once the work before it is
  * done. |seq| must increase from mark to mark. Nodes are pooled (no
  * allocation after warm-up). InvalidArgument during a capture. */
-weft_status weft_cuda_stream_mark(weft_cuda_stream *s, uint64_t seq);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_stream_mark(weft_cuda_stream *s, uint64_t seq);
 /* Whether a mark was enqueued and has not run yet (the stream's owner). */
 bool weft_cuda_stream_mark_pending(const weft_cuda_stream *s);
 /* The last |seq| whose mark has run (acquire order); 0 before any. Any
@@ -139,10 +147,11 @@ typedef struct weft_cuda_module weft_cuda_module;
  * bytes. PTX must be NUL-terminated for the driver: when |image| is text
  * without a NUL within |len| bytes, a terminated copy is passed. Errors of
  * the image or the JIT are LaunchCompilation. */
-weft_status weft_cuda_module_load(weft_cuda_context *c, const void *image, size_t len,
-                                  weft_cuda_module **out);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_module_load(weft_cuda_context *c, const void *image,
+                                                       size_t len, weft_cuda_module **out);
 /* The kernel |name| of the module; NotFound naming it when there is none. */
-weft_status weft_cuda_module_function(weft_cuda_module *m, const char *name, CUfunction *out);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_module_function(weft_cuda_module *m, const char *name,
+                                                           CUfunction *out);
 /* NULL is a no-op. */
 void weft_cuda_module_unload(weft_cuda_module *m);
 
@@ -155,7 +164,7 @@ typedef struct weft_cuda_graph weft_cuda_graph;
  * invalidate it; other threads' work goes on). Until
  * capture_end, launches, copies and host callbacks on the stream are
  * recorded, not run; record and mark are refused. */
-weft_status weft_cuda_capture_begin(weft_cuda_stream *s);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_capture_begin(weft_cuda_stream *s);
 /* During a capture begun on |origin|: makes |to| wait for the work captured
  * so far on |from| (the origin or a stream it forked into). A |to| not in
  * the capture yet joins it (a fork: its work becomes nodes of the same
@@ -163,18 +172,19 @@ weft_status weft_cuda_capture_begin(weft_cuda_stream *s);
  * edge before capture_end (else CUDA_ERROR_STREAM_CAPTURE_UNJOINED). The
  * edge's event lives until capture_end. A forked stream refuses record and
  * mark like the origin until then. */
-weft_status weft_cuda_capture_edge(weft_cuda_stream *origin, weft_cuda_stream *from,
-                                   weft_cuda_stream *to);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_capture_edge(weft_cuda_stream *origin,
+                                                        weft_cuda_stream *from,
+                                                        weft_cuda_stream *to);
 /* Ends the capture (the stream leaves capture mode even on error), rejects a
  * graph holding memory nodes (cuMemAllocAsync / cuMemFreeAsync inside the
  * capture: such a graph launches once and fails every relaunch), then
  * instantiates it and destroys the template. Generic errors for an
  * invalidated capture and for memory nodes (saying how many). */
-weft_status weft_cuda_capture_end(weft_cuda_stream *s, weft_cuda_graph **out);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_capture_end(weft_cuda_stream *s, weft_cuda_graph **out);
 /* Replays the graph on |s| (any stream of the context). The caller keeps
  * every buffer the graph uses alive, and refreshes inputs in place on the
  * same stream between replays. */
-weft_status weft_cuda_graph_launch(weft_cuda_graph *g, weft_cuda_stream *s);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_graph_launch(weft_cuda_graph *g, weft_cuda_stream *s);
 /* Number of nodes the graph was captured with. */
 size_t weft_cuda_graph_nodes(const weft_cuda_graph *g);
 /* cuGraphExecDestroy (an in-flight replay completes first, in the driver).

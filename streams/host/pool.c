@@ -20,9 +20,9 @@
  *    then reads the queue.
  * A thread leaving a stream publishes IDLE before it raises progress, so
  * whoever the raise wakes sees the stream idle.
- * The ready queue is a bounded multi-producer / multi-consumer array queue
- * (sequence-numbered cells); it never fills, since a stream is queued at
- * most once. Idle threads park on an event count; a push wakes one. A park
+ * The ready queue is a bounded multi-producer / multi-consumer ring
+ * (core/ready_ring.h); it never fills, since a stream is queued at most
+ * once. Idle threads park on an event count; a push wakes one. A park
  * is timed: a thread that times out and finds a stream left with work and no
  * thread counts it (weft_host_pool_recovered) and requeues it. */
 #include "streams/stream.h"
@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "core/alloc.h"
+#include "core/ready_ring.h"
 
 #define READY_CAP    128u /* a power of two above WEFT_MAX_STREAMS */
 #define RUN_BUDGET   256u /* tasks a thread runs on one stream before requeueing it */
@@ -42,12 +43,8 @@ struct weft_host_pool {
   const weft_allocator *alloc;
   weft_signal *progress;
   void *ctx;
-  _Alignas(64) _Atomic uint64_t enq;
-  _Alignas(64) _Atomic uint64_t deq;
-  _Alignas(64) struct {
-    _Atomic uint64_t seq;
-    weft_stream *s;
-  } cells[READY_CAP];
+  weft_ready_ring ready; /* of weft_stream *, in |cells| */
+  _Alignas(64) weft_ready_cell cells[READY_CAP];
   weft_eventcount ready_ec;
   _Atomic uint32_t nblocked;  /* streams BLOCKED (or about to be) */
   _Atomic uint32_t spinners;  /* threads looking for a ready stream before parking */
@@ -81,23 +78,9 @@ static void raise_progress(weft_host_pool *p) {
 }
 
 static void ready_push(weft_host_pool *p, weft_stream *s) {
-  uint64_t pos = atomic_load_explicit(&p->enq, memory_order_relaxed);
-  for (;;) {
-    uint64_t seq = atomic_load_explicit(&p->cells[pos % READY_CAP].seq, memory_order_acquire);
-    int64_t dif = (int64_t)(seq - pos);
-    if (dif == 0) {
-      if (atomic_compare_exchange_weak_explicit(&p->enq, &pos, pos + 1, memory_order_relaxed,
-                                                memory_order_relaxed)) {
-        WEFT_HUNT_POINT(20);
-        break;
-      }
-    } else {
-      if (dif < 0) weft__cpu_relax(); /* a consumer is freeing the cell */
-      pos = atomic_load_explicit(&p->enq, memory_order_relaxed);
-    }
-  }
-  p->cells[pos % READY_CAP].s = s;
-  atomic_store_explicit(&p->cells[pos % READY_CAP].seq, pos + 1, memory_order_release);
+  /* A stream is queued at most once, so the ring never fills: a refusal
+   * means a consumer is still freeing the cell. */
+  while (!weft_ready_ring_push(&p->ready, s)) weft__cpu_relax();
   WEFT_HUNT_POINT(21);
   /* A thread still looking will take it: no wake-up (a system call) needed.
    * Otherwise wake one, even if others run streams: their kernels may take
@@ -109,33 +92,6 @@ static void ready_push(weft_host_pool *p, weft_stream *s) {
   if (atomic_load_explicit(&p->spinners, memory_order_relaxed) == 0 &&
       !WEFT_HUNT_DROP(WEFT_HUNT_READY, &p->ready_ec.sleepers))
     weft__ec_notify_one(&p->ready_ec);
-}
-
-/* NULL when empty, or when the next cell's producer has not published yet
- * (it wakes a thread once it has). */
-static weft_stream *ready_pop(weft_host_pool *p) {
-  uint64_t pos = atomic_load_explicit(&p->deq, memory_order_relaxed);
-  for (;;) {
-    uint64_t seq = atomic_load_explicit(&p->cells[pos % READY_CAP].seq, memory_order_acquire);
-    int64_t dif = (int64_t)(seq - (pos + 1));
-    if (dif == 0) {
-      if (atomic_compare_exchange_weak_explicit(&p->deq, &pos, pos + 1, memory_order_relaxed,
-                                                memory_order_relaxed))
-        break;
-    } else if (dif < 0) {
-      return NULL;
-    } else {
-      pos = atomic_load_explicit(&p->deq, memory_order_relaxed);
-    }
-  }
-  weft_stream *s = p->cells[pos % READY_CAP].s;
-  atomic_store_explicit(&p->cells[pos % READY_CAP].seq, pos + READY_CAP, memory_order_release);
-  return s;
-}
-
-static bool ready_empty(weft_host_pool *p) {
-  return atomic_load_explicit(&p->enq, memory_order_acquire) ==
-         atomic_load_explicit(&p->deq, memory_order_acquire);
 }
 
 /* Spins briefly, then parks on the stream's event count. */
@@ -296,7 +252,7 @@ static const char *state_name(uint32_t st) {
 void weft_host_pool_dump(const weft_host_pool *cp, FILE *f) {
   weft_host_pool *p = (weft_host_pool *)cp;
   if (!p) return;
-  uint64_t enq = atomic_load(&p->enq), deq = atomic_load(&p->deq);
+  uint64_t enq = weft_ready_ring_enqueued(&p->ready), deq = weft_ready_ring_dequeued(&p->ready);
   fprintf(f,
           "  pool: ready queue enq %" PRIu64 " deq %" PRIu64 " (%" PRIu64 " queued), spinners %u, "
           "parked %u (epoch %u), blocked %u, recovered %" PRIu64 ", stop %u\n",
@@ -341,8 +297,8 @@ typedef struct pool_probe {
 static bool pool_owed(void *arg, int pass) {
   pool_probe *pr = arg;
   weft_host_pool *p = pr->p;
-  uint64_t deq = atomic_load_explicit(&p->deq, memory_order_acquire), mask = 0;
-  bool ready = !ready_empty(p);
+  uint64_t deq = weft_ready_ring_dequeued(&p->ready), mask = 0;
+  bool ready = !weft_ready_ring_empty(&p->ready);
   uint32_t n = atomic_load_explicit(&p->nstreams, memory_order_acquire);
   for (uint32_t i = 0; i < n; i++) {
     weft_stream *x = p->streams[i];
@@ -374,13 +330,16 @@ static void *pool_main(void *arg) {
   worker_ctx = p->ctx;
   thread_index = atomic_fetch_add_explicit(&p->nstarted, 1, memory_order_relaxed);
   for (;;) {
-    weft_stream *s = ready_pop(p);
+    /* NULL also when the next cell's producer has not published yet: it
+     * wakes a thread once it has. */
+    weft_stream *s = weft_ready_ring_pop(&p->ready);
     if (s) {
       /* A push that found this thread still looking woke nobody: if more
        * streams wait, pass the wake-up on, so none waits behind this one
        * (whose kernels may block). */
       WEFT_HUNT_POINT(27);
-      if (!ready_empty(p) && !WEFT_HUNT_DROP(WEFT_HUNT_READY, &p->ready_ec.sleepers))
+      if (!weft_ready_ring_empty(&p->ready) &&
+          !WEFT_HUNT_DROP(WEFT_HUNT_READY, &p->ready_ec.sleepers))
         weft__ec_notify_one(&p->ready_ec);
       run_stream(p, s);
       thread_state(p, T_LOOKING);
@@ -391,7 +350,7 @@ static void *pool_main(void *arg) {
     thread_state(p, T_SPINNING);
     atomic_fetch_add_explicit(&p->spinners, 1, memory_order_seq_cst);
     for (int i = 0; i < 128 && !found; i++) {
-      found = !ready_empty(p);
+      found = !weft_ready_ring_empty(&p->ready);
       weft__cpu_relax();
       WEFT_HUNT_POINT(28);
     }
@@ -400,7 +359,7 @@ static void *pool_main(void *arg) {
     if (found) continue;
     WEFT_HUNT_POINT(29);
     uint32_t k = weft__ec_prepare(&p->ready_ec);
-    if (!ready_empty(p) || atomic_load_explicit(&p->stop, memory_order_acquire)) {
+    if (!weft_ready_ring_empty(&p->ready) || atomic_load_explicit(&p->stop, memory_order_acquire)) {
       weft__ec_cancel(&p->ready_ec);
       continue;
     }
@@ -422,7 +381,11 @@ weft_status weft_host_pool_create(const weft_allocator *alloc, weft_signal *prog
   p->alloc = alloc;
   p->progress = progress;
   p->ctx = ctx;
-  for (uint32_t i = 0; i < READY_CAP; i++) atomic_init(&p->cells[i].seq, i);
+  weft_status st = weft_ready_ring_init(&p->ready, p->cells, READY_CAP);
+  if (st) {
+    weft__free(alloc, p, sizeof(*p), WEFT_CACHELINE);
+    return st;
+  }
   *out = p;
   return NULL;
 }

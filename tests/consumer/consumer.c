@@ -1,6 +1,6 @@
-/* An out-of-tree consumer of an installed weft: built by
- * scripts/consumer.sh against a fresh install prefix, with find_package(weft)
- * (shared and static) and with pkg-config. It opens a host device, writes a
+/* An out-of-tree consumer of weft: built by scripts/consumer.sh against a
+ * fresh install prefix, with find_package(weft) (shared and static) and with
+ * pkg-config, and with weft embedded by add_subdirectory. It opens a host device, writes a
  * buffer, launches a host kernel, reads the result back and checks it, then
  * formats a failed read's error with its backtrace. */
 #include <weft/weft.h>

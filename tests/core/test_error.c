@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1221,5 +1222,242 @@ Test(error_static, constructors_return_the_static_error_of_the_kind_when_memory_
   weft_status pre_made = weft_error_make(WEFT_ERR_UNKNOWN, "cause");
   with_memory_exhausted(constructors_fall_back_to_static, pre_made);
   weft_error_free(pre_made); /* the child's copy was consumed, the parent's is still ours */
+#endif
+}
+
+/* ---- annotation and WEFT_RETURN_IF_ERROR -------------------------------------------------- */
+
+/* The backtrace text of |st| after its first line (the frames, symbolized). */
+static char *frames_of(weft_status st) {
+  char *s = fmt_bt(st);
+  char *nl = strchr(s, '\n');
+  cr_assert_not_null(nl, "%s", s);
+  memmove(s, nl + 1, strlen(nl + 1) + 1);
+  return s;
+}
+
+Test(error_annotate, keeps_kind_size_cause_and_frames_and_the_message_shows_both) {
+  weft_status cause = weft_error_make(WEFT_ERR_NOT_FOUND, "stale handle");
+  weft_status st = weft_error_wrap(WEFT_ERR_OUT_OF_MEMORY, 4096, cause, "pool %d full", 2);
+  size_t depth = weft_error_backtrace_depth(st);
+  char *before = frames_of(st);
+  cr_assert_gt(depth, 0);
+  weft_status out = weft_error_annotate(st, "memory snapshot: %u pages", 3u);
+  cr_assert_eq(out, st, "annotated in place");
+  cr_assert_eq(weft_error_kind_of(out), WEFT_ERR_OUT_OF_MEMORY);
+  cr_assert_eq(weft_error_size(out), 4096);
+  cr_assert_eq(weft_error_source(out), cause);
+  cr_assert_str_eq(weft_error_message(weft_error_source(out)), "stale handle");
+  cr_assert_str_eq(weft_error_message(out), "pool 2 full; memory snapshot: 3 pages");
+  cr_assert_eq(weft_error_backtrace_depth(out), depth);
+  char *after = frames_of(out);
+  cr_assert_str_eq(after, before, "the frames are the original's");
+  char *line = fmt(out);
+  cr_assert_not_null(strstr(line, "pool 2 full; memory snapshot: 3 pages"), "%s", line);
+  cr_assert_not_null(strstr(line, "stale handle"), "the cause still formats: %s", line);
+  free(line);
+  free(before);
+  free(after);
+  weft_error_free(out);
+  ASSERT_NO_LEAKS();
+}
+
+Test(error_annotate, annotations_accumulate_in_order) {
+  weft_status st = weft_error_make(WEFT_ERR_GENERIC, "root");
+  st = weft_error_annotate(st, "first");
+  st = weft_error_annotate(st, "second %s", "note");
+  cr_assert_str_eq(weft_error_message(st), "root; first; second note");
+  weft_error_free(st);
+  ASSERT_NO_LEAKS();
+}
+
+Test(error_annotate, an_error_without_a_message_gets_the_annotation_alone) {
+  weft_status none = weft_error_annotate(weft_error_make(WEFT_ERR_VALIDATION, NULL), "ctx");
+  weft_status empty = weft_error_annotate(weft_error_make(WEFT_ERR_VALIDATION, "%s", ""), "ctx");
+  cr_assert_str_eq(weft_error_message(none), "ctx");
+  cr_assert_str_eq(weft_error_message(empty), "ctx");
+  weft_error_free(none);
+  weft_error_free(empty);
+  ASSERT_NO_LEAKS();
+}
+
+Test(error_annotate, every_kind_keeps_every_field_but_the_message) {
+  FOR_EACH_KIND(k) {
+    if (payload_free(k)) continue;
+    weft_status st = make_full(k), copy = weft_error_clone(st);
+    char *json_before = json(copy);
+    weft_status out = weft_error_annotate(st, "while testing %s", names[k]);
+    cr_assert_eq(out, st, "%s", names[k]);
+    cr_assert_eq(weft_error_kind_of(out), k);
+    cr_assert_eq(weft_error_size(out), weft_error_size(copy), "%s", names[k]);
+    cr_assert_eq(weft_error_count(out), weft_error_count(copy), "%s", names[k]);
+    for (size_t i = 0; i < weft_error_count(out); i++)
+      cr_assert_eq(weft_error_kind_of(weft_error_at(out, i)),
+                   weft_error_kind_of(weft_error_at(copy, i)));
+    cr_assert_eq(weft_error_failure_id(out), weft_error_failure_id(copy), "%s", names[k]);
+    cr_assert_eq(weft_error_claimed(out), weft_error_claimed(copy), "%s", names[k]);
+    cr_assert_eq(weft_error_chain_length(out), weft_error_chain_length(copy), "%s", names[k]);
+    for (size_t i = 0; i < weft_error_chain_length(out); i++)
+      cr_assert_str_eq(weft_error_chain_at(out, i), weft_error_chain_at(copy, i));
+    cr_assert_eq(weft_error_kind_of(weft_error_root(out)),
+                 weft_error_kind_of(weft_error_root(copy)));
+    cr_assert_eq(weft_error_kind_of(weft_error_source(out)),
+                 weft_error_kind_of(weft_error_source(copy)));
+    cr_assert_eq(weft_error_backtrace_depth(out), weft_error_backtrace_depth(copy));
+    char want[256];
+    const char *old = weft_error_message(copy);
+    snprintf(want, sizeof want, "%s%swhile testing %s", old, *old ? "; " : "", names[k]);
+    cr_assert_str_eq(weft_error_message(out), want);
+    /* The JSON differs from the original's in the message alone. */
+    char *json_after = json(out);
+    weft_status msg_only = weft_error_annotate(copy, "while testing %s", names[k]);
+    char *json_copy = json(msg_only);
+    cr_assert_str_eq(json_after, json_copy);
+    cr_assert_str_neq(json_after, json_before);
+    weft_free(json_before);
+    weft_free(json_after);
+    weft_free(json_copy);
+    weft_error_free(out);
+    weft_error_free(msg_only);
+  }
+  ASSERT_NO_LEAKS();
+}
+
+Test(error_annotate, null_is_ok_and_stays_null_without_allocating) {
+  struct mallinfo2 before = mallinfo2();
+  cr_assert_null(weft_error_annotate(NULL, "never formatted %s", "x"));
+  struct mallinfo2 after = mallinfo2();
+  cr_assert_eq(after.uordblks, before.uordblks, "annotating OK allocated");
+}
+
+Test(error_annotate, a_null_format_and_the_payload_free_kinds_change_nothing) {
+  weft_status st = weft_error_make(WEFT_ERR_GENERIC, "m");
+  cr_assert_eq(weft_error_annotate(st, NULL), st);
+  cr_assert_str_eq(weft_error_message(st), "m");
+  cr_assert_eq(weft_error_annotate(weft__error_torn_down(), "x"), weft__error_torn_down());
+  cr_assert_eq(weft_error_annotate(weft__error_skipped(), "x"), weft__error_skipped());
+  cr_assert_str_eq(weft_error_message(weft__error_torn_down()), "");
+  weft_error_free(st);
+  ASSERT_NO_LEAKS();
+}
+
+Test(error_annotate, a_static_error_becomes_a_fresh_error_of_its_kind) {
+  FOR_EACH_KIND(k) {
+    if (payload_free(k)) continue;
+    weft_status s = weft__error_static(k);
+    weft_status out = weft_error_annotate(s, "context %d", 7);
+    cr_assert_neq(out, s, "%s: the shared static error is never written", names[k]);
+    cr_assert_not(weft__error_is_static(out));
+    cr_assert_eq(weft_error_kind_of(out), k);
+    cr_assert_str_eq(weft_error_message(out), "context 7");
+    cr_assert_gt(weft_error_backtrace_depth(out), 0);
+    cr_assert_str_eq(weft_error_message(s), "", "%s's static error kept", names[k]);
+    weft_error_free(out);
+  }
+  ASSERT_NO_LEAKS();
+}
+
+Test(error_annotate, sized_restates_the_size_and_keeps_the_rest) {
+  weft_status cause = weft_error_make(WEFT_ERR_UNKNOWN, "driver");
+  weft_status st = weft_error_wrap(WEFT_ERR_OUT_OF_MEMORY, 65536, cause, "page");
+  size_t depth = weft_error_backtrace_depth(st);
+  weft_status out = weft_error_annotate_sized(st, 100, "request %d bytes", 100);
+  cr_assert_eq(out, st);
+  cr_assert_eq(weft_error_size(out), 100);
+  cr_assert_str_eq(weft_error_message(out), "page; request 100 bytes");
+  cr_assert_eq(weft_error_source(out), cause);
+  cr_assert_eq(weft_error_backtrace_depth(out), depth);
+  /* A NULL format sets the size alone. */
+  out = weft_error_annotate_sized(out, 7, NULL);
+  cr_assert_eq(weft_error_size(out), 7);
+  cr_assert_str_eq(weft_error_message(out), "page; request 100 bytes");
+  weft_error_free(out);
+  /* A kind without a size keeps having none. */
+  st = weft_error_annotate_sized(weft_error_make(WEFT_ERR_GENERIC, "g"), 9, "n");
+  cr_assert_eq(weft_error_size(st), 0);
+  cr_assert_str_eq(weft_error_message(st), "g; n");
+  weft_error_free(st);
+  /* A static error's copy carries the size. */
+  st = weft_error_annotate_sized(weft__error_static(WEFT_ERR_BUFFER_TOO_BIG), 5, NULL);
+  cr_assert_not(weft__error_is_static(st));
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_BUFFER_TOO_BIG);
+  cr_assert_eq(weft_error_size(st), 5);
+  cr_assert_str_eq(weft_error_message(st), "");
+  weft_error_free(st);
+  cr_assert_null(weft_error_annotate_sized(NULL, 1, "x"));
+  ASSERT_NO_LEAKS();
+}
+
+static int return_if_calls;
+
+static weft_status step(weft_status st) {
+  return_if_calls++;
+  return st;
+}
+
+static int counted(int v) {
+  return_if_calls += 100;
+  return v;
+}
+
+static weft_status two_steps(weft_status a, weft_status b) {
+  WEFT_RETURN_IF_ERROR(step(a));
+  WEFT_RETURN_IF_ERROR(step(b));
+  return NULL;
+}
+
+static weft_status annotated_step(weft_status a) {
+  WEFT_RETURN_IF_ERROR_ANNOTATE(step(a), "step %d", counted(4));
+  return NULL;
+}
+
+Test(error_return_if, returns_the_first_error_and_runs_nothing_after_it) {
+  return_if_calls = 0;
+  cr_assert_null(two_steps(NULL, NULL));
+  cr_assert_eq(return_if_calls, 2);
+  return_if_calls = 0;
+  weft_status e = weft_error_make(WEFT_ERR_GENERIC, "first");
+  weft_status f = weft_error_make(WEFT_ERR_UNKNOWN, "second");
+  weft_status got = two_steps(e, f);
+  cr_assert_eq(got, e);
+  cr_assert_eq(return_if_calls, 1, "the second step never ran");
+  weft_error_free(got);
+  weft_error_free(f);
+  ASSERT_NO_LEAKS();
+}
+
+Test(error_return_if, annotate_formats_only_on_error) {
+  return_if_calls = 0;
+  cr_assert_null(annotated_step(NULL));
+  cr_assert_eq(return_if_calls, 1, "the annotation's arguments were evaluated on success");
+  weft_status got = annotated_step(weft_error_make_sized(WEFT_ERR_BUFFER_TOO_BIG, 9, "big"));
+  cr_assert_eq(return_if_calls, 102);
+  cr_assert_eq(weft_error_kind_of(got), WEFT_ERR_BUFFER_TOO_BIG);
+  cr_assert_eq(weft_error_size(got), 9);
+  cr_assert_str_eq(weft_error_message(got), "big; step 4");
+  weft_error_free(got);
+  ASSERT_NO_LEAKS();
+}
+
+#ifndef HAVE_ASAN
+static int annotate_keeps_the_original(void *arg) {
+  weft_status st = arg; /* made before memory ran out */
+  const char *msg = weft_error_message(st);
+  weft_status out = weft_error_annotate(st, "a note %s", "that needs memory");
+  if (out != st) return 1;
+  if (weft_error_message(out) != msg || strcmp(msg, "made before")) return 2;
+  if (weft_error_kind_of(out) != WEFT_ERR_GENERIC || weft_error_backtrace_depth(out) == 0) return 3;
+  return 0;
+}
+#endif
+
+Test(error_annotate, when_memory_runs_out_the_original_comes_back_unchanged) {
+#ifdef HAVE_ASAN
+  cr_skip_test("exhausting the address space is not possible under ASan");
+#else
+  weft_error_free(weft_error_make(WEFT_ERR_GENERIC, "load the unwinder first"));
+  weft_status st = weft_error_make(WEFT_ERR_GENERIC, "made before");
+  with_memory_exhausted(annotate_keeps_the_original, st);
+  weft_error_free(st);
 #endif
 }

@@ -271,6 +271,22 @@ Test(error_json, an_unwritten_origin_is_written_and_parsed_back) {
   ASSERT_NO_LEAKS();
 }
 
+Test(error_json, an_annotated_error_round_trips_with_both_texts_in_its_message) {
+  weft_status cause = weft_error_make(WEFT_ERR_NOT_FOUND, "stale");
+  weft_status st = weft_error_wrap(WEFT_ERR_OUT_OF_MEMORY, 64, cause, "pool");
+  st = weft_error_annotate(st, "memory snapshot: %d pages", 2);
+  assert_json_eq(st, "{\"kind\":\"OutOfMemory\",\"size\":64,\"message\":\"pool; memory "
+                     "snapshot: 2 pages\",\"source\":{\"kind\":\"NotFound\",\"message\":"
+                     "\"stale\"}}");
+  assert_round_trip(st);
+  weft_status back = parse_ok("{\"kind\":\"Generic\",\"message\":\"parsed\"}");
+  back = weft_error_annotate(back, "annotated after parsing");
+  assert_json_eq(back, "{\"kind\":\"Generic\",\"message\":\"parsed; annotated after parsing\"}");
+  weft_error_free(back);
+  weft_error_free(st);
+  ASSERT_NO_LEAKS();
+}
+
 Test(error_json, a_cause_chain_up_to_the_depth_limit_round_trips) {
   weft_status st = weft_error_make(WEFT_ERR_UNKNOWN, "bottom");
   for (int i = 1; i < WEFT__ERROR_JSON_MAX_DEPTH; i++)

@@ -1,0 +1,278 @@
+/* core/config: every WEFT_* variable parsed once, with the documented answer
+ * to bad values. Criterion runs each test in its own process, so a test may
+ * set the environment freely; each one starts from a clean slate (the
+ * variables unset, the settings forgotten by weft__config_reload). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* setenv, unsetenv */
+#endif
+#include <criterion/criterion.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <weft/weft.h>
+
+#include "core/config.h"
+#include "core/hunt.h"
+
+static const char *const variables[] = {
+    "WEFT_LOG",        "WEFT_STRICT_WAKEUPS", "WEFT_SCHEDULER",  "WEFT_CUDA_DRIVER",
+    "WEFT_FAILPOINTS", "WEFT_CHAOS",          "WEFT_DELAY_SITE", "WEFT_DELAY_US",
+    "WEFT_DELAY_P",    "WEFT_PARK_MS",        "WEFT_HUNT_DROP",  "WEFT_HUNT_VERBOSE",
+};
+
+static void clean(void) {
+  for (size_t i = 0; i < sizeof variables / sizeof variables[0]; i++) unsetenv(variables[i]);
+  weft__config_reload();
+}
+
+/* Sets |name| to |value| and makes weft read the environment again. */
+static void set(const char *name, const char *value) {
+  cr_assert_eq(setenv(name, value, 1), 0);
+  weft__config_reload();
+}
+
+/* What stderr received while |fn| ran, in a buffer the caller frees. */
+static char *stderr_of(void (*fn)(void)) {
+  fflush(stderr);
+  FILE *tmp = tmpfile();
+  cr_assert_not_null(tmp);
+  int saved = dup(STDERR_FILENO);
+  cr_assert_geq(saved, 0);
+  cr_assert_geq(dup2(fileno(tmp), STDERR_FILENO), 0);
+  fn();
+  fflush(stderr);
+  cr_assert_geq(dup2(saved, STDERR_FILENO), 0);
+  close(saved);
+  long n = ftell(tmp);
+  cr_assert_geq(n, 0);
+  char *s = calloc((size_t)n + 1, 1);
+  cr_assert_not_null(s);
+  rewind(tmp);
+  cr_assert_eq(fread(s, 1, (size_t)n, tmp), (size_t)n);
+  fclose(tmp);
+  return s;
+}
+
+static weft_scheduler_mode scheduler_ok(void) {
+  weft_scheduler_mode m = WEFT_SCHEDULER_DEFAULT;
+  weft_status st = weft_config_scheduler(&m);
+  cr_assert_null(st, "%s", weft_error_message(st));
+  return m;
+}
+
+TestSuite(config, .init = clean);
+
+Test(config, unset_variables_give_the_defaults) {
+  cr_assert_not(weft_config_log());
+  cr_assert_not(weft_config_strict_wakeups());
+  cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_THREAD);
+  cr_assert_null(weft_config_cuda_driver());
+  cr_assert_null(weft_config_failpoints());
+  const weft_config_hunt *h = weft_config_hunting();
+  cr_assert_eq(h->chaos, 0);
+  cr_assert_eq(h->delay_site, -1);
+  cr_assert_eq(h->delay_us, 1000);
+  cr_assert_eq(h->delay_p, 1);
+  cr_assert_eq(h->park_ms, -1);
+  cr_assert_eq(h->drop_kind, 0);
+  cr_assert_eq(h->drop_every, 1);
+  cr_assert_not(h->verbose);
+}
+
+Test(config, a_flag_is_on_for_any_value_but_empty_or_zero) {
+  static const struct {
+    const char *value;
+    bool on;
+  } cases[] = {{"1", true}, {"yes", true}, {"00", true}, {"0", false}, {"", false}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    set("WEFT_LOG", cases[i].value);
+    set("WEFT_STRICT_WAKEUPS", cases[i].value);
+    set("WEFT_HUNT_VERBOSE", cases[i].value);
+    cr_assert_eq(weft_config_log(), cases[i].on, "WEFT_LOG='%s'", cases[i].value);
+    cr_assert_eq(weft_config_strict_wakeups(), cases[i].on, "'%s'", cases[i].value);
+    cr_assert_eq(weft_config_hunting()->verbose, cases[i].on, "'%s'", cases[i].value);
+  }
+}
+
+Test(config, settings_are_read_once_until_reloaded) {
+  cr_assert_not(weft_config_log());
+  cr_assert_eq(setenv("WEFT_LOG", "1", 1), 0);
+  cr_assert_eq(setenv("WEFT_SCHEDULER", "combining", 1), 0);
+  cr_assert_not(weft_config_log(), "a variable set after the first read is not seen");
+  cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_THREAD);
+  weft__config_reload();
+  cr_assert(weft_config_log());
+  cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_COMBINING);
+}
+
+Test(config, failpoints_are_read_at_each_call) {
+  cr_assert_null(weft_config_failpoints());
+  cr_assert_eq(setenv("WEFT_FAILPOINTS", "launch#1=Generic", 1), 0);
+  cr_assert_str_eq(weft_config_failpoints(), "launch#1=Generic");
+  cr_assert_eq(unsetenv("WEFT_FAILPOINTS"), 0);
+  cr_assert_null(weft_config_failpoints());
+}
+
+Test(config, scheduler_takes_thread_or_combining_and_empty_means_thread) {
+  set("WEFT_SCHEDULER", "thread");
+  cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_THREAD);
+  set("WEFT_SCHEDULER", "combining");
+  cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_COMBINING);
+  set("WEFT_SCHEDULER", "");
+  cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_THREAD);
+}
+
+Test(config, a_bad_scheduler_is_invalid_argument_naming_it_and_leaves_out_alone) {
+  set("WEFT_SCHEDULER", "Combining");
+  weft_scheduler_mode m = (weft_scheduler_mode)77;
+  weft_status st = weft_config_scheduler(&m);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  cr_assert_str_eq(weft_error_message(st),
+                   "WEFT_SCHEDULER is 'Combining'; it must be 'thread' or 'combining'");
+  cr_assert_eq((int)m, 77);
+  weft_error_free(st);
+  /* Every call answers the same (one read, many opens). */
+  st = weft_config_scheduler(&m);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  weft_error_free(st);
+}
+
+Test(config, a_long_bad_scheduler_is_quoted_cut_short) {
+  char v[200];
+  memset(v, 'x', sizeof v - 1);
+  v[sizeof v - 1] = '\0';
+  set("WEFT_SCHEDULER", v);
+  weft_scheduler_mode m;
+  weft_status st = weft_config_scheduler(&m);
+  char want[160];
+  snprintf(want, sizeof want, "WEFT_SCHEDULER is '%.63s...'; it must be 'thread' or 'combining'",
+           v);
+  cr_assert_str_eq(weft_error_message(st), want);
+  weft_error_free(st);
+}
+
+Test(config, cuda_driver_is_the_path_given_and_empty_means_none) {
+  set("WEFT_CUDA_DRIVER", "/opt/driver/libcuda.so.1");
+  cr_assert_str_eq(weft_config_cuda_driver(), "/opt/driver/libcuda.so.1");
+  set("WEFT_CUDA_DRIVER", "");
+  cr_assert_null(weft_config_cuda_driver());
+}
+
+Test(config, a_cuda_driver_path_too_long_to_keep_names_the_problem) {
+  char *v = malloc(WEFT_CONFIG_PATH_MAX + 2);
+  cr_assert_not_null(v);
+  memset(v, 'a', WEFT_CONFIG_PATH_MAX + 1);
+  v[WEFT_CONFIG_PATH_MAX + 1] = '\0';
+  set("WEFT_CUDA_DRIVER", v);
+  const char *p = weft_config_cuda_driver();
+  cr_assert_not_null(p);
+  cr_assert_eq(p[0], '/', "an absolute path, never searched for: %s", p);
+  cr_assert_not_null(strstr(p, "WEFT_CUDA_DRIVER is longer than"), "%s", p);
+  /* The longest value kept is kept whole. */
+  v[WEFT_CONFIG_PATH_MAX] = '\0';
+  set("WEFT_CUDA_DRIVER", v);
+  cr_assert_str_eq(weft_config_cuda_driver(), v);
+  free(v);
+}
+
+Test(config, hunting_numbers_parse_in_their_ranges) {
+  set("WEFT_CHAOS", "16");
+  set("WEFT_DELAY_SITE", "22");
+  set("WEFT_DELAY_US", "100000");
+  set("WEFT_DELAY_P", "3");
+  set("WEFT_PARK_MS", "100000000");
+  const weft_config_hunt *h = weft_config_hunting();
+  cr_assert_eq(h->chaos, 16);
+  cr_assert_eq(h->delay_site, 22);
+  cr_assert_eq(h->delay_us, 100000);
+  cr_assert_eq(h->delay_p, 3);
+  cr_assert_eq(h->park_ms, 100000000);
+  set("WEFT_PARK_MS", "0");
+  cr_assert_eq(weft_config_hunting()->park_ms, 0);
+}
+
+static void read_settings(void) {
+  (void)weft_config_hunting(); /* the first read parses and warns */
+}
+
+Test(config, a_bad_number_warns_and_gives_the_default) {
+  static const struct {
+    const char *name, *value;
+  } bad[] = {
+      {"WEFT_CHAOS", "-1"},      {"WEFT_DELAY_SITE", "twelve"},
+      {"WEFT_DELAY_US", "10ms"}, {"WEFT_DELAY_P", "0"},
+      {"WEFT_PARK_MS", "-5"},    {"WEFT_PARK_MS", "99999999999999999999"},
+      {"WEFT_DELAY_SITE", "-2"}, {"WEFT_DELAY_US", " "},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    clean();
+    set(bad[i].name, bad[i].value);
+    char *err = stderr_of(read_settings);
+    char want[128];
+    snprintf(want, sizeof want, "weft: %s='%s' is not a whole number", bad[i].name, bad[i].value);
+    cr_assert_not_null(strstr(err, want), "%s='%s': stderr was '%s'", bad[i].name, bad[i].value,
+                       err);
+    cr_assert_not_null(strstr(err, "the default is used"), "%s", err);
+    free(err);
+    const weft_config_hunt *h = weft_config_hunting();
+    cr_assert_eq(h->chaos, 0);
+    cr_assert_eq(h->delay_site, -1);
+    cr_assert_eq(h->delay_us, 1000);
+    cr_assert_eq(h->delay_p, 1);
+    cr_assert_eq(h->park_ms, -1);
+  }
+}
+
+Test(config, hunt_drop_takes_a_kind_and_an_optional_count) {
+  static const struct {
+    const char *value;
+    int kind, every;
+  } cases[] = {
+      {"ready", WEFT_HUNT_READY, 1},
+      {"progress:7", WEFT_HUNT_PROGRESS, 7},
+      {"inbox:3", WEFT_HUNT_INBOX, 3},
+      {"", 0, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    set("WEFT_HUNT_DROP", cases[i].value);
+    const weft_config_hunt *h = weft_config_hunting();
+    cr_assert_eq(h->drop_kind, cases[i].kind, "'%s'", cases[i].value);
+    cr_assert_eq(h->drop_every, cases[i].every, "'%s'", cases[i].value);
+  }
+}
+
+Test(config, a_bad_hunt_drop_kind_drops_nothing_and_a_bad_count_drops_every_one) {
+  set("WEFT_HUNT_DROP", "readyish:2");
+  char *err = stderr_of(read_settings);
+  cr_assert_not_null(strstr(err, "WEFT_HUNT_DROP='readyish:2': the kind must be ready, progress "
+                                 "or inbox; nothing is dropped"),
+                     "%s", err);
+  free(err);
+  cr_assert_eq(weft_config_hunting()->drop_kind, 0);
+  set("WEFT_HUNT_DROP", "inbox:0");
+  err = stderr_of(read_settings);
+  cr_assert_not_null(strstr(err, "WEFT_HUNT_DROP's N='0' is not a whole number"), "%s", err);
+  free(err);
+  cr_assert_eq(weft_config_hunting()->drop_kind, WEFT_HUNT_INBOX);
+  cr_assert_eq(weft_config_hunting()->drop_every, 1);
+}
+
+static void *read_delay(void *arg) {
+  (void)arg;
+  return (void *)(intptr_t)weft_config_hunting()->delay_us;
+}
+
+Test(config, the_first_readers_race_safely_and_all_see_the_same_settings) {
+  set("WEFT_DELAY_US", "4321");
+  pthread_t t[8];
+  for (int i = 0; i < 8; i++) cr_assert_eq(pthread_create(&t[i], NULL, read_delay, NULL), 0);
+  for (int i = 0; i < 8; i++) {
+    void *v;
+    cr_assert_eq(pthread_join(t[i], &v), 0);
+    cr_assert_eq((intptr_t)v, 4321, "thread %d", i);
+  }
+}
