@@ -22,7 +22,7 @@
 #include "memory/drop_queue.h"
 #include "memory/memory.h"
 #include "streams/backend.h"
-#include "streams/failures.h"
+#include "core/failures.h"
 #include "streams/stream.h"
 
 typedef struct weft_buf weft_buf;

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/error_graph.h"
 #include "core/taint.h"
-#include "streams/failures.h"
+#include "core/failures.h"
 
 #include "support/asan_criterion.h"
 

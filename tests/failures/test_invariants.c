@@ -15,7 +15,7 @@
 #include "core/error_graph.h"
 #include "core/taint.h"
 #include "fs_test_util.h"
-#include "streams/failures.h"
+#include "core/failures.h"
 
 TestSuite(invariant, .timeout = 30);
 

@@ -11,8 +11,8 @@
  * every claim on those bytes (older failures included); a failed exit
  * replaces the provisional's error with the real one. An empty write set
  * mints nothing; a skip never enters a scope. Scheduler thread only. */
-#ifndef WEFT_STREAMS_FAILURES_H
-#define WEFT_STREAMS_FAILURES_H
+#ifndef WEFT_CORE_FAILURES_H
+#define WEFT_CORE_FAILURES_H
 
 #include "core/taint.h"
 

@@ -1,4 +1,4 @@
-#include "streams/failures.h"
+#include "core/failures.h"
 
 #include <stdio.h>
 #include <stdlib.h>
