@@ -7,7 +7,6 @@
 
 #include "core/alloc.h"
 #include "scheduler/memory_calls.h"
-#include "scheduler/buffers.h"
 #include "scheduler/window.h"
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
