@@ -426,14 +426,9 @@ static weft_status call(weft_capture *cap, int op) {
     return st;
   cmd *c = weft__cmd_new(dev, CMD_CAPTURE, 0);
   if (!c) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "a capture command");
-  weft_token tok;
-  weft__token_init(&tok);
-  c->token = &tok;
   c->data = cap;
   c->offset = (uint64_t)op;
-  c->caller = weft__running_kernel(dev);
-  weft__cmd_submit(dev, c);
-  return weft__token_wait(&tok);
+  return weft__cmd_call(dev, c);
 }
 
 weft_status weft_capture_prepare(weft_device *dev, const weft_stream_id *streams, size_t n,

@@ -122,17 +122,12 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   char *p = (char *)c + weft__align8(sizeof(cmd));
   c->bufs = (weft_buf **)p;
   c->task.waits = (weft_stream_wait *)(p + weft__align8(sizeof(weft_buf *)));
-  weft_token tok;
-  weft__token_init(&tok);
-  c->token = &tok;
   c->stream = stream;
   c->buffer = buf.id;
   c->offset = offset;
   c->len = len;
   c->data = dst;
-  c->caller = weft__running_kernel(dev);
-  weft__cmd_submit(dev, c);
-  return weft__token_wait(&tok);
+  return weft__cmd_call(dev, c);
 }
 
 weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
@@ -145,13 +140,8 @@ weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
     return st;
   cmd *c = weft__cmd_new_on(dev, CMD_SYNC, 0, stream);
   if (!c) return weft__oom(sizeof(cmd), "a sync command");
-  weft_token tok;
-  weft__token_init(&tok);
-  c->token = &tok;
   c->stream = stream;
-  c->caller = weft__running_kernel(dev);
-  weft__cmd_submit(dev, c);
-  return weft__token_wait(&tok);
+  return weft__cmd_call(dev, c);
 }
 
 weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
@@ -169,12 +159,7 @@ weft_status weft_check(weft_device *dev, const weft_buffer *bufs, size_t n) {
   c->handles = (uint64_t *)((char *)c + weft__align8(sizeof(cmd)));
   for (size_t i = 0; i < n; i++) c->handles[i] = bufs[i].id;
   c->nb = (uint32_t)n;
-  c->caller = weft__running_kernel(dev);
-  weft_token tok;
-  weft__token_init(&tok);
-  c->token = &tok;
-  weft__cmd_submit(dev, c);
-  return weft__token_wait(&tok);
+  return weft__cmd_call(dev, c);
 }
 
 /* ---- 2. scheduler -------------------------------------------------------------------------- */

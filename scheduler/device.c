@@ -364,13 +364,8 @@ weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   cmd *c = weft__cmd_new(dev, CMD_STATS, 0);
   if (!c) return weft__oom(sizeof(cmd), "a stats command");
-  weft_token tok;
-  weft__token_init(&tok);
-  c->token = &tok;
   c->stats_out = out;
-  c->caller = weft__running_kernel(dev);
-  weft__cmd_submit(dev, c);
-  return weft__token_wait(&tok);
+  return weft__cmd_call(dev, c);
 }
 
 weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn, void *user) {
@@ -393,12 +388,7 @@ weft_status weft_device_set_failpoints(weft_device *dev, const char *spec) {
   if (!c) return weft__oom(len + 1, "a failpoints command");
   c->data = (char *)c + weft__align8(sizeof(cmd));
   memcpy(c->data, spec, len + 1);
-  c->caller = weft__running_kernel(dev);
-  weft_token tok;
-  weft__token_init(&tok);
-  c->token = &tok;
-  weft__cmd_submit(dev, c);
-  return weft__token_wait(&tok);
+  return weft__cmd_call(dev, c);
 }
 
 weft_status weft_device_poisoned(weft_device *dev) {

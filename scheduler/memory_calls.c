@@ -277,12 +277,7 @@ static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
   if (!c)
     return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(cmd), "no memory for a command");
   c->mem = m;
-  c->caller = weft__running_kernel(dev);
-  weft_token tok;
-  weft__token_init(&tok);
-  c->token = &tok;
-  weft__cmd_submit(dev, c);
-  return weft__token_wait(&tok);
+  return weft__cmd_call(dev, c);
 }
 
 weft_status weft_memory_usage_get(weft_device *dev, weft_memory_usage *out) {

@@ -6,6 +6,7 @@
 #include "core/hunt.h"
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
+#include "scheduler/kernels.h"
 #include "scheduler/loop.h"
 
 /* Back-pressure is per stream: a command on a stream counts against that
@@ -95,4 +96,13 @@ void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last) {
 
 void weft__cmd_submit(weft_device *dev, cmd *c) {
   weft__cmd_submit_chain(dev, c, c);
+}
+
+weft_status weft__cmd_call(weft_device *dev, cmd *c) {
+  weft_token tok;
+  weft__token_init(&tok);
+  c->token = &tok;
+  c->caller = weft__running_kernel(dev);
+  weft__cmd_submit(dev, c);
+  return weft__token_wait(&tok);
 }

@@ -21,6 +21,10 @@ cmd *weft__cmd_take(weft_device *dev, cmd_kind kind, size_t extra, uint32_t budg
 void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg);
 /* Queues |c| for the scheduler (and, when combining, schedules it). */
 void weft__cmd_submit(weft_device *dev, cmd *c);
+/* A blocking call: submits |c| and waits for its answer. The kernel the
+ * calling thread runs, if any, is recorded (c->caller), so that a call that
+ * would wait for it is refused instead. */
+WEFT_MUST_USE_RESULT weft_status weft__cmd_call(weft_device *dev, cmd *c);
 /* Queues a chain of commands (linked through task.link, in order) at once. */
 void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last);
 
