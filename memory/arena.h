@@ -6,6 +6,9 @@
 
 #include "memory/mm_internal.h"
 
+/* The page size the adaptive arena would use for |size| in a page of
+ * |current|: 0 = it fits, UINT64_MAX = too large, else the new page size. */
+uint64_t weft_arena_fit(uint64_t size, uint64_t current, uint64_t align, uint64_t max_page);
 void weft_arena_init(weft_mm *mm, bool enabled);
 void weft_arena_destroy(weft_mm *mm);
 WEFT_MUST_USE_RESULT weft_status weft_arena_reserve(weft_mm *mm, weft_mem *m,

@@ -150,10 +150,4 @@ uint64_t weft_mm_storage_allocs(const weft_mm *mm);
  * number of live allocations). */
 uint64_t weft_mm_slice_visits(const weft_mm *mm);
 
-/* The page size the adaptive arena would use for |size| in a page of
- * |current|: 0 = it fits, UINT64_MAX = too large, else the new page size. */
-uint64_t weft_arena_fit(uint64_t size, uint64_t current, uint64_t align, uint64_t max_page);
-
-#define WEFT_ARENA_SLOTS 64u
-
 #endif

@@ -4,6 +4,9 @@
 
 #include "memory/pool.h"
 
+/* The adaptive arena's page-size slots (arena.h). */
+#define WEFT_ARENA_SLOTS 64u
+
 #define WEFT_MAX_POOLS 254u
 
 struct weft_mm {

@@ -19,6 +19,7 @@
 
 #include <weft/weft.h>
 
+#include "memory/arena.h"
 #include "memory/memory.h"
 
 #define KiB         (UINT64_C(1) << 10)
