@@ -870,6 +870,10 @@ Test(cuda_sticky, a_faulting_kernel_poisons_the_context) {
   weft_storage_handle h = {0};
   OK(weft_storage_alloc(s, 256, &h));
   OK(weft_cuda_stream_mark(q, 1));
+  /* The fake runs the stream on its own thread: a kernel ahead of the fault
+   * keeps it from faulting before mark 2 is enqueued (a sticky error makes
+   * every later call fail, the enqueue included). */
+  spin(q, m, 100000);
   CUfunction f;
   OK(weft_cuda_module_function(m, "weft_fault", &f));
   OK(weft_cuda_launch(q, f, one, one, 0, NULL));
