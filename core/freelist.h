@@ -25,9 +25,7 @@
 #ifndef WEFT_CORE_FREELIST_H
 #define WEFT_CORE_FREELIST_H
 
-#include <ck_pr.h>
-#include <ck_stack.h>
-
+#include "core/ckstack.h"
 #include "core/sync.h"
 
 #ifndef CK_F_STACK_POP_MPMC

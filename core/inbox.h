@@ -18,8 +18,7 @@
 #ifndef WEFT_CORE_INBOX_H
 #define WEFT_CORE_INBOX_H
 
-#include <ck_stack.h>
-
+#include "core/ckstack.h"
 #include "core/sync.h"
 
 typedef struct weft_inbox {
