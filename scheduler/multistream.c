@@ -32,9 +32,23 @@ static uint32_t cmd_nbufs(const cmd *c) {
   return c->kind == CMD_LAUNCH ? c->nb : (c->kind == CMD_WRITE || c->kind == CMD_READ) ? 1u : 0u;
 }
 
+/* The waits a task needs, per slot: only the slots in |mask| are set, so a
+ * placement clears one word instead of a WEFT_MAX_STREAMS-entry vector. */
+typedef struct wait_set {
+  uint64_t mask;
+  uint64_t seq[WEFT_MAX_STREAMS];
+} wait_set;
+
 /* Adds a wait on (slot, seq) to |w| unless it is on |me|. */
-static void need(uint64_t *w, uint32_t me, uint32_t slot, uint64_t seq) {
-  if (slot != me && seq > w[slot]) w[slot] = seq;
+static void need(wait_set *w, uint32_t me, uint32_t slot, uint64_t seq) {
+  if (slot == me) return;
+  uint64_t bit = UINT64_C(1) << slot;
+  if (!(w->mask & bit)) {
+    w->mask |= bit;
+    w->seq[slot] = seq;
+  } else if (seq > w->seq[slot]) {
+    w->seq[slot] = seq;
+  }
 }
 
 /* Records the access of |b| by the task at (me, seq) and collects the waits
@@ -43,7 +57,7 @@ static void need(uint64_t *w, uint32_t me, uint32_t slot, uint64_t seq) {
  * write-after-write). The last writer is tracked, not the allocation: an
  * in-place write after a sync is still waited for. */
 static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64_t seq,
-                  uint64_t *w) {
+                  wait_set *w) {
   if (b->lw_seq) need(w, me, b->lw_slot, b->lw_seq);
   if (write) {
     for (uint32_t s = 0; s < dev->max_streams; s++) {
@@ -61,18 +75,18 @@ static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64
  * A wait is elided when this stream already waited for the origin at that
  * position or later (streams run in order, so everything queued after that
  * wait is past it too). */
-static void set_waits(weft_device *dev, cmd *c, uint32_t me, const uint64_t *w) {
+static void set_waits(weft_device *dev, cmd *c, uint32_t me, const wait_set *w) {
   uint64_t *synced = &dev->ms.synced[(size_t)me * dev->max_streams];
   c->task.nwaits = 0;
-  for (uint32_t s = 0; s < dev->max_streams; s++) {
-    if (!w[s]) continue;
-    if (synced[s] >= w[s]) {
+  for (uint64_t m = w->mask; m; m &= m - 1) { /* ascending slots, as a scan would */
+    uint32_t s = (uint32_t)__builtin_ctzll(m);
+    if (synced[s] >= w->seq[s]) {
       dev->stats.waits_elided++;
       continue;
     }
-    synced[s] = w[s];
+    synced[s] = w->seq[s];
     c->task.waits[c->task.nwaits].stream = dev->streams[s];
-    c->task.waits[c->task.nwaits].seq = w[s];
+    c->task.waits[c->task.nwaits].seq = w->seq[s];
     c->task.nwaits++;
     dev->stats.cross_stream_waits++;
   }
@@ -81,13 +95,14 @@ static void set_waits(weft_device *dev, cmd *c, uint32_t me, const uint64_t *w) 
 /* Gives |c| its position on |s| and its waits, and appends it to the chain
  * about to be handed to the worker and to the retirement list. */
 static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, weft_task **tail) {
-  uint64_t w[WEFT_MAX_STREAMS] = {0};
+  wait_set w; /* only the slots in w.mask are read */
+  w.mask = 0;
   uint64_t seq = s->submitted + 1;
   bool write;
   weft_buf *b;
   for (uint32_t i = 0; i < cmd_nbufs(c); i++)
-    if ((b = cmd_buf(c, i, &write))) order(dev, b, write, s->slot, seq, w);
-  set_waits(dev, c, s->slot, w);
+    if ((b = cmd_buf(c, i, &write))) order(dev, b, write, s->slot, seq, &w);
+  set_waits(dev, c, s->slot, &w);
   c->task.seq = ++s->submitted;
   c->task.placed = ++dev->ms.placed;
   c->on_slot = (uint16_t)s->slot;
