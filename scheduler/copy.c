@@ -276,7 +276,7 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   }
 }
 
-static void sched_sync(weft_device *dev, cmd *c) {
+void weft__copy_schedule_sync(weft_device *dev, cmd *c) {
   uint32_t slot = weft__slot_of(dev, c->stream);
   weft_status refused = weft__capture_refuse_sync(dev, c->stream, "sync");
   if (refused) {
@@ -297,7 +297,7 @@ static void sched_sync(weft_device *dev, cmd *c) {
   refuse_if_waits_for_caller(dev, c, "weft_sync");
 }
 
-static void sched_check(weft_device *dev, cmd *c) {
+void weft__copy_check(weft_device *dev, cmd *c) {
   /* Answered from the error graph, without a barrier: what completed work
    * has shown so far. */
   weft_target *t = weft_failures_write_set(&dev->failures, c->nb);
@@ -413,14 +413,6 @@ void weft__copy_schedule_write(weft_device *dev, cmd *c) {
 
 void weft__copy_schedule_read(weft_device *dev, cmd *c) {
   sched_rw(dev, c, false);
-}
-
-void weft__copy_schedule_sync(weft_device *dev, cmd *c) {
-  sched_sync(dev, c);
-}
-
-void weft__copy_check(weft_device *dev, cmd *c) {
-  sched_check(dev, c);
 }
 
 /* ---- 4. scheduler, at retirement ------------------------------------------------------ */

@@ -41,10 +41,16 @@ static void *resolve(weft_cuda_driver *d, get_proc_fn gpa, const weft_cuda_drive
   return fn;
 }
 
+const char *weft_cuda_driver_path(const char *path) {
+  if (!path || !*path) path = weft_config_cuda_driver();
+  /* Never libcuda.so: that name is the development symlink, or the toolkit's
+   * link-time library (stubs/libcuda.so), which holds no driver. */
+  return path && *path ? path : "libcuda.so.1";
+}
+
 weft_status weft_cuda_driver_open(weft_cuda_driver *d, const char *path, unsigned flags) {
   memset(d, 0, sizeof(*d));
-  if (!path || !*path) path = weft_config_cuda_driver();
-  if (!path || !*path) path = "libcuda.so.1"; /* never libcuda.so: the dev symlink or stub */
+  path = weft_cuda_driver_path(path);
   snprintf(d->path, sizeof(d->path), "%s", path);
   d->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!d->lib)

@@ -50,11 +50,12 @@ enum {
   WEFT_CUDA_LOAD_DLSYM_ONLY = 1u << 0,
 };
 
-/* Opens the driver at |path| (NULL: $WEFT_CUDA_DRIVER, else libcuda.so.1;
- * never libcuda.so, the development symlink or the toolkit stub) and
- * resolves every entry point. UnsupportedIoOperation naming the path when
- * the library cannot be opened or lacks a required entry point. Does not
- * call cuInit. On failure |d| is left unloaded. */
+/* The library weft loads: |path|, else $WEFT_CUDA_DRIVER, else libcuda.so.1
+ * (see driver.c for why never libcuda.so). Lane loading keys on it. */
+const char *weft_cuda_driver_path(const char *path);
+/* Opens the driver at weft_cuda_driver_path(|path|) and resolves every entry point.
+ * UnsupportedIoOperation naming the path when the library cannot be opened or lacks a required
+ * entry point. Does not call cuInit. On failure |d| is left unloaded. */
 weft_status weft_cuda_driver_open(weft_cuda_driver *d, const char *path, unsigned flags);
 /* weft_cuda_driver_open(d, NULL, 0). */
 weft_status weft_cuda_driver_load(weft_cuda_driver *d);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "core/config.h"
 
 /* Events kept per lane for later waits to bind to and for completion polls
  * (the newest ones). */
@@ -55,8 +54,7 @@ static unsigned ndrivers;
 static pthread_mutex_t drivers_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static weft_status driver_get(const weft_cuda_driver **out) {
-  const char *env = weft_config_cuda_driver();
-  const char *path = env && *env ? env : "libcuda.so.1";
+  const char *path = weft_cuda_driver_path(NULL);
   weft_status st = NULL;
   pthread_mutex_lock(&drivers_lock);
   for (unsigned i = 0; i < ndrivers; i++)
