@@ -12,17 +12,29 @@
 
 #include "core/config.h"
 
+/* Process-wide counts of futex system calls (relaxed; a system call costs
+ * far more than the increment), read by weft-bench per operation. */
+static _Atomic uint64_t futex_waits, futex_wakes;
+
+void weft__futex_counts(uint64_t *waits, uint64_t *wakes) {
+  *waits = atomic_load_explicit(&futex_waits, memory_order_relaxed);
+  *wakes = atomic_load_explicit(&futex_wakes, memory_order_relaxed);
+}
+
 void weft__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
+  atomic_fetch_add_explicit(&futex_waits, 1, memory_order_relaxed);
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
 
 bool weft__futex_wait_ns(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  atomic_fetch_add_explicit(&futex_waits, 1, memory_order_relaxed);
   long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
   return !(rc == -1 && errno == ETIMEDOUT);
 }
 
 void weft__futex_wake(_Atomic uint32_t *word, int count) {
+  atomic_fetch_add_explicit(&futex_wakes, 1, memory_order_relaxed);
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
 }
 

@@ -36,6 +36,8 @@ void weft__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 void weft__futex_wake(_Atomic uint32_t *word, int count);
 /* As weft__futex_wait, for at most |ns|; false when it timed out. */
 bool weft__futex_wait_ns(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
+/* The futex system calls this process made so far (waits, timed or not; wakes). */
+void weft__futex_counts(uint64_t *waits, uint64_t *wakes);
 /* One CPU relax hint. */
 void weft__cpu_relax(void);
 

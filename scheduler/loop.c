@@ -291,6 +291,8 @@ static void *combining_thread(weft_device *dev) {
 
 void *weft__scheduler_main(void *arg) {
   weft_device *dev = arg;
+  pthread_setname_np(pthread_self(),
+                     "weft-sched");      /* benchmarks and profilers group threads by name */
   dev->backend->vt->enter(dev->backend); /* CUDA: storage and lanes need the context here */
   return dev->loop.combining ? combining_thread(dev) : scheduler_thread(dev);
 }

@@ -327,6 +327,7 @@ static void lost_wakeup(weft_host_pool *p, const pool_probe *pr) {
 
 static void *pool_main(void *arg) {
   weft_host_pool *p = arg;
+  pthread_setname_np(pthread_self(), "weft-pool");
   worker_ctx = p->ctx;
   thread_index = atomic_fetch_add_explicit(&p->nstarted, 1, memory_order_relaxed);
   for (;;) {
