@@ -1,8 +1,9 @@
 /* Commands: the one allocation every operation travels in (client ->
  * inbox -> scheduler -> a stream's worker -> retirement). Size classes,
- * their lock-free pools, the per-budget back-pressure counts, and the
- * scheduler's batched returns. Waiting for room is the submit path's
- * (submit.c): it may help run the scheduler. */
+ * their lock-free pools (and a thread's cache of them), the per-budget
+ * back-pressure counts, and the scheduler's batched returns. Credits and
+ * waiting for room are the submit path's (submit.c): it may help run the
+ * scheduler. */
 #include "scheduler/command.h"
 
 #include <string.h>
@@ -20,18 +21,87 @@ static uint32_t cmd_class(size_t bytes) {
   return WEFT_CMD_CLASSES;
 }
 
-/* Lowers a budget's count by |n| and wakes its waiters. */
-static void budget_release(weft_device *dev, uint32_t budget, uint64_t n) {
+void weft__budget_release(weft_device *dev, uint32_t budget, uint64_t n) {
   atomic_fetch_sub_explicit(&dev->cmds.pending[budget].n, n, memory_order_seq_cst);
   weft__ec_notify(&dev->cmds.room);
 }
 
-cmd *weft__cmd_alloc(weft_device *dev, cmd_kind kind, size_t extra, uint32_t budget) {
+/* The smallest class's commands made at open: every budget full, plus a
+ * batch cached by each seated thread and one more, never needs another.
+ * Commands in use are either counted in a budget (until the flush after
+ * they retire) or cached by a thread, so a device whose budgets are that
+ * small never grows the class, however far retirement lags; a larger one
+ * grows past WEFT_CMD_PRESIZE_MAX on demand, within the same bound. */
+#define WEFT_CMD_PRESIZE_MAX 1024u
+
+static bool in_slab(const weft_device *dev, const void *p) {
+  const char *s = dev->cmds.slab;
+  return s && (const char *)p >= s && (const char *)p < s + dev->cmds.slab_bytes;
+}
+
+bool weft__cmd_pool_init(weft_device *dev) {
+  uint64_t n = (uint64_t)(dev->max_streams + 1) * dev->cmds.max_pending +
+               (uint64_t)(WEFT_TC_SEATS + 1) * WEFT_TC_BATCH;
+  if (n > WEFT_CMD_PRESIZE_MAX) n = WEFT_CMD_PRESIZE_MAX;
+  size_t bytes = (size_t)n * WEFT_CMD_CLASS_MIN;
+  char *slab = weft__alloc(&dev->alloc, bytes, 64);
+  if (!slab) return false;
+  dev->cmds.slab = slab;
+  dev->cmds.slab_bytes = bytes;
+  ck_stack_entry_t *first = NULL, *last = NULL;
+  for (uint64_t i = n; i-- > 0;) { /* the slab's start is popped first */
+    cmd *c = (cmd *)(slab + i * WEFT_CMD_CLASS_MIN);
+    c->task.link.next = first;
+    first = &c->task.link;
+    if (!last) last = first;
+  }
+  weft_freelist_push_chain(&dev->cmds.cmd_pool[0], first, last);
+  return true;
+}
+
+/* One free command of class |k|: the thread's cache first; an empty cache
+ * takes up to WEFT_TC_BATCH from the pool in one burst (the pool's line
+ * moves to this core once per batch, not once per launch). */
+static ck_stack_entry_t *cache_pop(weft_device *dev, weft_tcache *tc, uint32_t k) {
+  ck_stack_entry_t *e = tc->cmds[k];
+  if (e) {
+    tc->cmds[k] = e->next;
+    tc->ncmds[k]--;
+    return e;
+  }
+  weft_freelist *pool = &dev->cmds.cmd_pool[k];
+  if (!(e = weft_freelist_pop(pool))) return NULL;
+  ck_stack_entry_t *head = NULL, *x;
+  uint32_t n = 0;
+  while (n < WEFT_TC_BATCH - 1 && (x = weft_freelist_pop(pool))) {
+    x->next = head;
+    head = x;
+    n++;
+  }
+  tc->cmds[k] = head;
+  tc->ncmds[k] = n;
+  return e;
+}
+
+void weft__cmd_cache_return(weft_device *dev, weft_tcache *tc) {
+  for (uint32_t k = 0; k < WEFT_TC_CLASSES; k++) {
+    ck_stack_entry_t *first = tc->cmds[k], *last = first;
+    if (!first) continue;
+    while (last->next) last = last->next;
+    weft_freelist_push_chain(&dev->cmds.cmd_pool[k], first, last);
+    tc->cmds[k] = NULL;
+    tc->ncmds[k] = 0;
+  }
+}
+
+cmd *weft__cmd_alloc(weft_device *dev, weft_tcache *tc, cmd_kind kind, size_t extra,
+                     uint32_t budget) {
   size_t bytes = weft__align8(sizeof(cmd)) + extra;
   uint32_t k = cmd_class(bytes);
   cmd *c = NULL;
   if (k < WEFT_CMD_CLASSES) {
-    ck_stack_entry_t *e = weft_freelist_pop(&dev->cmds.cmd_pool[k]);
+    ck_stack_entry_t *e = tc && k < WEFT_TC_CLASSES ? cache_pop(dev, tc, k)
+                                                    : weft_freelist_pop(&dev->cmds.cmd_pool[k]);
     c = e ? (cmd *)WEFT_TASK_OF(e) : NULL;
     bytes = WEFT_CMD_CLASS_MIN << k;
   }
@@ -42,12 +112,6 @@ cmd *weft__cmd_alloc(weft_device *dev, cmd_kind kind, size_t extra, uint32_t bud
   c->budget = (uint16_t)budget;
   c->bytes = bytes;
   c->dev = dev;
-  uint64_t n = atomic_fetch_add_explicit(&dev->cmds.pending[budget].n, 1, memory_order_relaxed) + 1;
-  uint64_t peak = atomic_load_explicit(&dev->cmds.pending_peak, memory_order_relaxed);
-  while (n > peak &&
-         !atomic_compare_exchange_weak_explicit(&dev->cmds.pending_peak, &peak, n,
-                                                memory_order_relaxed, memory_order_relaxed)) {
-  }
   return c;
 }
 
@@ -104,12 +168,12 @@ void weft__cmd_free(cmd *c) {
     weft_freelist_push(&dev->cmds.cmd_pool[k], &c->task.link);
   else
     weft__free(&dev->alloc, c, c->bytes, 16);
-  if (counted) budget_release(dev, budget, 1);
+  if (counted) weft__budget_release(dev, budget, 1);
 }
 
 void weft__cmd_detach(weft_device *dev, cmd *c) {
   c->detached = true;
-  budget_release(dev, c->budget, 1);
+  weft__budget_release(dev, c->budget, 1);
 }
 
 /* Close: every command is back in its class; free them all. */
@@ -117,6 +181,8 @@ void weft__cmd_pool_destroy(weft_device *dev) {
   for (uint32_t k = 0; k < WEFT_CMD_CLASSES; k++) {
     ck_stack_entry_t *e;
     while ((e = weft_freelist_pop(&dev->cmds.cmd_pool[k])))
-      weft__free(&dev->alloc, WEFT_TASK_OF(e), WEFT_CMD_CLASS_MIN << k, 16);
+      if (!in_slab(dev, e)) weft__free(&dev->alloc, WEFT_TASK_OF(e), WEFT_CMD_CLASS_MIN << k, 16);
   }
+  weft__free(&dev->alloc, dev->cmds.slab, dev->cmds.slab_bytes, 64);
+  dev->cmds.slab = NULL;
 }

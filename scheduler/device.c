@@ -234,6 +234,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   dev->ms.batches = weft__calloc(&dev->alloc, sizeof(weft_batch) * o.max_streams, 16);
   if (!dev->kernels || !dev->streams || !dev->ms.batches)
     st = weft__oom(kbytes, "the device tables");
+  if (!st && !weft__cmd_pool_init(dev)) st = weft__oom(WEFT_CMD_CLASS_MIN, "the command pool");
   if (!st) st = backend_open(dev, &o);
   if (!st) {
     dev->mem.mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
@@ -270,6 +271,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->kernels, kbytes, WEFT_CACHELINE);
     weft_handles_destroy(&dev->buffers);
+    weft__cmd_pool_destroy(dev);
     weft__free(&dev->alloc, dev, sizeof(*dev), WEFT_CACHELINE);
     return st;
   }
@@ -283,6 +285,7 @@ void weft_device_close(weft_device *dev) {
    * their commands ahead of the shutdown (see weft__enter). */
   atomic_store_explicit(&dev->live.closing, 1, memory_order_seq_cst);
   weft__callers_drain(dev);
+  weft__tcache_close(dev); /* threads' cached credits and commands come back */
   /* Close cannot fail: the shutdown command lives on this stack (bytes 0,
    * never freed), which is safe because close waits for the scheduler. */
   cmd c_stack;

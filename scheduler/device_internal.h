@@ -59,7 +59,7 @@ typedef struct cmd {
   void *data;                 /* WRITE: bytes; READ: destination */
   bool staged;                /* WRITE: |data| is a separate block for the drop queue */
   uint32_t kernel;            /* LAUNCH: index into the kernel table */
-  uint64_t launch_no;         /* LAUNCH: 1-based number on the device */
+  uint64_t launch_no;         /* LAUNCH: 1-based number on the device, in processing order */
   uint32_t grid[3], block[3]; /* LAUNCH */
   uint32_t nb;                /* LAUNCH: bindings; CHECK: handles */
   weft_binding *bindings;     /* LAUNCH (sizes resolved) */
@@ -155,11 +155,35 @@ _Static_assert(WEFT_CMD_HEADER + 3 * (sizeof(weft_binding) + sizeof(weft_buf *) 
                    WEFT_CMD_CLASS_MIN,
                "a 3-binding launch on 4 streams must fit the smallest command class");
 
+/* A client thread's cache for one device (submit.c, command.c): free
+ * commands of the small classes, taken from the device's pools up to
+ * WEFT_TC_BATCH at a time, and back-pressure credits per budget, taken from
+ * the budget's count up to |block| at a time, so that a launch touches no
+ * line another producer writes. It lives in the thread's TLS and is bound to
+ * one device at a time; binding, unbinding (the thread exits, the slot is
+ * reused for another device, or the device closes) and the device's list
+ * of them are under the process-wide cache lock. Only the owner thread
+ * touches the rest, and only while it is inside the device; close unbinds
+ * after every caller has left. */
+#define WEFT_TC_CLASSES 2u  /* classes a thread caches: 512 B and 1 KiB commands */
+#define WEFT_TC_BATCH   32u /* commands taken from a pool at once */
+#define WEFT_TC_SEATS   8u  /* caches per device that take credits in blocks */
+#define WEFT_TC_BLOCK   32u /* the most credits taken at once */
+typedef struct weft_tcache {
+  _Atomic(weft_device *) dev;             /* bound device, or NULL (written under the cache lock) */
+  struct weft_tcache *next;               /* in dev->cmds.caches */
+  bool seated;                            /* holds one of the device's credit seats: takes blocks */
+  uint16_t block;                         /* credits taken at once (1 without a seat) */
+  uint16_t credits[WEFT_MAX_STREAMS + 1]; /* counted in pending[b], not yet used */
+  uint32_t ncmds[WEFT_TC_CLASSES];        /* cached free commands per class */
+  ck_stack_entry_t *cmds[WEFT_TC_CLASSES]; /* linked through ->next */
+} weft_tcache;
+
 /* The device, as one sub-struct per owning file (the file that writes it;
  * others read). Cache lines apart where different threads write: the
  * inbox (every producer and the scheduler), the command pools (clients pop,
- * the scheduler pushes), each back-pressure budget, the launch counter
- * (clients), the callers-inside shards, and the scheduler-only state. */
+ * the scheduler pushes), each back-pressure budget, the callers-inside
+ * shards, and the scheduler-only state. */
 struct weft_device {
   /* device.c: fixed at open */
   weft_allocator alloc;
@@ -187,28 +211,35 @@ struct weft_device {
   _Atomic uint32_t nkernels;
   /* buffers.c: the lock-free handle table clients check */
   weft_handles buffers;
-  /* launch.c: launch numbers (clients) */
-  _Alignas(64) _Atomic uint64_t launches_submitted;
   /* copy.c: staged write bytes not yet freed (the staging window) */
-  _Atomic uint64_t staged_bytes;
-  /* command.c (counts) and submit.c (waiting for room) */
+  _Alignas(64) _Atomic uint64_t staged_bytes;
+  /* command.c (counts, pools) and submit.c (credits, thread caches, waiting for room) */
   struct weft_cmds {
     uint64_t max_pending;
     _Alignas(64) weft_freelist cmd_pool[WEFT_CMD_CLASSES]; /* recycled commands by size class */
-    /* back-pressure: commands submitted and not yet retired, per budget (a
-     * stream slot's, then the device's own for commands on no stream), each
-     * on its own line: clients of different streams do not share one */
+    /* back-pressure: commands submitted and not yet retired, plus the credits
+     * client threads hold for commands they have yet to make (weft_tcache),
+     * per budget (a stream slot's, then the device's own for commands on no
+     * stream), each on its own line: clients of different streams do not
+     * share one */
     struct weft_budget {
       _Alignas(64) _Atomic uint64_t n;
     } pending[WEFT_MAX_STREAMS + 1];
     _Alignas(64) _Atomic uint64_t pending_peak, backpressure_waits;
     weft_eventcount room; /* clients waiting for pending < max_pending park here */
+    /* Under the process-wide cache lock (submit.c): the thread caches bound
+     * to this device, and how many of them hold a credit seat. */
+    struct weft_tcache *caches;
+    uint32_t seats;
+    void *slab; /* the smallest class's commands made at open (one block), or NULL */
+    size_t slab_bytes;
     /* scheduler only: commands retired and not yet returned to their
      * classes, returned in one push per class (and the pending counts
      * lowered once) per retirement pass */
     _Alignas(64) uint64_t fc_pending[WEFT_MAX_STREAMS + 1]; /* counted as pending, per budget */
     ck_stack_entry_t *fc_head[WEFT_CMD_CLASSES], *fc_tail[WEFT_CMD_CLASSES];
-    uint64_t fc_n, fc_budgets; /* commands in the chains; stream budgets (bits) in fc_pending */
+    uint64_t fc_n, fc_budgets;  /* commands in the chains; stream budgets (bits) in fc_pending */
+    uint64_t launches_numbered; /* launch numbers handed out, in processing order */
   } cmds;
   /* loop.c */
   struct weft_loop {

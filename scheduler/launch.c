@@ -1,7 +1,7 @@
 /* The life of a launch, in the order it happens (SPEC 5.4):
  *   1. client (any thread, no lock): check the arguments against the
- *      lock-free handle table, build one command, number it, submit it;
- *   2. scheduler: resolve handles to buffers, pin them, mint the write
+ *      lock-free handle table, build one command, submit it;
+ *   2. scheduler: number it, resolve handles to buffers, pin them, mint the write
  *      scope id and the failpoints, then record it (a capture) or register
  *      it with SchedulerMultiStream, which orders and batches it;
  *   3. a stream's worker: the read check (a tainted input skips the launch
@@ -24,7 +24,7 @@
 
 static void run_launch(weft_task *t, weft_stream *on);
 
-/* ---- 1. client: check, build, number, submit ----------------------------------------------- */
+/* ---- 1. client: check, build, submit ------------------------------------------------------- */
 
 static weft_status check_dims(const uint32_t d[3], const char *what) {
   if (!d) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
@@ -81,7 +81,7 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
   return NULL;
 }
 
-/* A launch command from checked arguments (not numbered, not submitted). */
+/* A launch command from checked arguments (not submitted). */
 cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *resolved, size_t nb, const void *scalars,
@@ -126,12 +126,11 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
   cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, num_bindings, scalars,
                               scalar_bytes, true);
   if (!c) return weft__oom(sizeof(cmd), "a launch command");
-  c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
   weft__cmd_submit(dev, c);
   return NULL;
 }
 
-/* ---- 2. scheduler: resolve, pin, arm, record or register ----------------------------------- */
+/* ---- 2. scheduler: number, resolve, pin, arm, record or register --------------------------- */
 
 /* The launch's write scope id and its failpoints, as it is about to be scheduled. */
 static void launch_arm(weft_device *dev, cmd *c) {
@@ -142,6 +141,10 @@ static void launch_arm(weft_device *dev, cmd *c) {
 }
 
 void weft__launch_schedule(weft_device *dev, cmd *c) {
+  /* Numbered here, in the order the scheduler takes launches (a
+   * linearization of their submission), with no shared counter on the
+   * clients' path. */
+  c->launch_no = ++dev->cmds.launches_numbered;
   dev->stats.launches++;
   if (dev->mem.dry_depth) { /* measured, not run: resolves no resource */
     dev->stats.launches_dry++;
@@ -339,7 +342,7 @@ void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) 
   c->preset = NULL;
   c->instance = instance;
   if (instance) instance->inflight++;
-  c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
+  c->launch_no = ++dev->cmds.launches_numbered;
   for (uint32_t i = 0; i < c->nb; i++) /* the recording keeps them alive; each run pins them */
     if (c->bufs[i]) c->bufs[i]->pending++;
   dev->stats.launches_replayed += weft__launch_count(dev, c);

@@ -1,7 +1,10 @@
-/* The client side of the queue: waiting for room (back-pressure), new
- * commands, and submission to the scheduler's inbox. A combining client
- * runs the scheduler itself when it can take the role (loop.c). */
+/* The client side of the queue: back-pressure credits and waiting for
+ * room, the per-thread caches of credits and commands, new commands, and
+ * submission to the scheduler's inbox. A combining client runs the
+ * scheduler itself when it can take the role (loop.c). */
 #include "scheduler/submit.h"
+
+#include <pthread.h>
 
 #include "core/hunt.h"
 #include "scheduler/command.h"
@@ -14,7 +17,18 @@
  * the device's own. A stream stalled behind a blocked kernel fills only its
  * own budget, so clients of unrelated streams keep going. Only clients
  * wait: the scheduler thread and the device's workers retire commands, so
- * making them wait could stall the device. */
+ * making them wait could stall the device.
+ *
+ * Credits: a budget's count |pending| covers its commands not yet retired
+ * and the credits client threads hold for commands they have yet to make.
+ * A thread takes credits with one CAS that never lifts the count past
+ * max_pending: a block of up to weft_tcache.block when it holds one of the
+ * device's WEFT_TC_SEATS seats, one otherwise. So a budget's commands never
+ * exceed max_pending (the device's own threads, which never wait, excepted:
+ * one each past it), and the unused credits of all seated threads together
+ * stay below half of it (block <= max_pending / (2 * WEFT_TC_SEATS)): a
+ * client that finds the budget full always has commands ahead of it that
+ * retire, even when every other thread holding credits has gone idle. */
 typedef struct room_arg {
   weft_device *dev;
   uint32_t budget;
@@ -51,20 +65,189 @@ void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg) {
   }
 }
 
-/* false: no room, and the caller may not wait (|wait| false) or must not. */
-static bool wait_for_room(weft_device *dev, uint32_t budget, bool wait) {
-  room_arg r = {dev, budget};
-  if (room_for_one(&r)) return true;
-  if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) return true;
-  if (!wait) return false;
-  atomic_fetch_add_explicit(&dev->cmds.backpressure_waits, 1, memory_order_relaxed);
-  weft__wait_room(dev, room_for_one, &r);
-  return true;
+/* pending_peak: raised when a take lifts a budget's count past it (once
+ * per block, not per launch; a load of a line that stops changing once the
+ * peak is reached). */
+static void peak_raise(weft_device *dev, uint64_t n) {
+  uint64_t peak = atomic_load_explicit(&dev->cmds.pending_peak, memory_order_relaxed);
+  while (n > peak &&
+         !atomic_compare_exchange_weak_explicit(&dev->cmds.pending_peak, &peak, n,
+                                                memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+/* Up to |want| credits on |budget| while the count stays within max_pending;
+ * 0 when it is full. Lock-free: a CAS fails only because another take or a
+ * retirement changed the count. */
+static uint64_t credits_take(weft_device *dev, uint32_t budget, uint64_t want) {
+  _Atomic uint64_t *p = &dev->cmds.pending[budget].n;
+  uint64_t max = dev->cmds.max_pending, n = atomic_load_explicit(p, memory_order_relaxed);
+  while (n < max) {
+    uint64_t k = max - n < want ? max - n : want;
+    if (atomic_compare_exchange_weak_explicit(p, &n, n + k, memory_order_relaxed,
+                                              memory_order_relaxed)) {
+      peak_raise(dev, n + k);
+      return k;
+    }
+  }
+  return 0;
+}
+
+/* ---- thread caches ------------------------------------------------------------------------ */
+
+/* A thread caches for WEFT_TC_DEVICES devices at once; a further device
+ * takes over the slot used longest ago (round robin), handing its credits
+ * and commands back. Binding, unbinding and every device's list of caches
+ * are under one process-wide lock: it is taken when a thread first uses a
+ * device, switches slots, exits, and when a device closes, never on the
+ * way of a launch that finds its cache. */
+#define WEFT_TC_DEVICES 4u
+
+typedef struct tc_slots {
+  uint32_t next_victim;
+  bool keyed; /* the exit destructor is armed */
+  weft_tcache tc[WEFT_TC_DEVICES];
+} tc_slots;
+
+static _Thread_local tc_slots tc_tls;
+static pthread_mutex_t tc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
+static pthread_key_t tc_key;
+static bool tc_key_ok;
+
+/* Under tc_lock: |tc|'s credits and commands go back to its device, and it
+ * leaves the device's list. The device is alive: close unbinds every cache
+ * of its own (under this lock) before it frees anything. */
+static void tc_unbind_locked(weft_tcache *tc) {
+  weft_device *dev = atomic_load_explicit(&tc->dev, memory_order_relaxed);
+  if (!dev) return;
+  weft__cmd_cache_return(dev, tc);
+  bool returned = false;
+  for (uint32_t b = 0; b <= WEFT_MAX_STREAMS; b++) {
+    if (!tc->credits[b]) continue;
+    atomic_fetch_sub_explicit(&dev->cmds.pending[b].n, tc->credits[b], memory_order_seq_cst);
+    tc->credits[b] = 0;
+    returned = true;
+  }
+  if (returned) weft__ec_notify(&dev->cmds.room);
+  if (tc->seated) dev->cmds.seats--;
+  tc->seated = false;
+  for (weft_tcache **p = &dev->cmds.caches; *p; p = &(*p)->next)
+    if (*p == tc) {
+      *p = tc->next;
+      break;
+    }
+  tc->next = NULL;
+  atomic_store_explicit(&tc->dev, NULL, memory_order_relaxed);
+}
+
+/* A thread's exit: every cache it holds goes back (glibc runs key
+ * destructors before it frees the thread's TLS). */
+static void tc_thread_exit(void *arg) {
+  tc_slots *s = arg;
+  pthread_mutex_lock(&tc_lock);
+  for (uint32_t i = 0; i < WEFT_TC_DEVICES; i++) tc_unbind_locked(&s->tc[i]);
+  pthread_mutex_unlock(&tc_lock);
+  s->keyed = false; /* a later destructor's call into weft arms it again */
+}
+
+static void tc_key_make(void) {
+  tc_key_ok = pthread_key_create(&tc_key, tc_thread_exit) == 0;
+}
+
+/* The calling thread's cache for |dev| (bound now if it had none), or NULL
+ * (no thread-exit hook could be armed: the thread goes uncached). */
+static weft_tcache *tc_bind(weft_device *dev) {
+  tc_slots *s = &tc_tls;
+  if (!s->keyed) {
+    pthread_once(&tc_once, tc_key_make);
+    if (!tc_key_ok || pthread_setspecific(tc_key, s) != 0) return NULL;
+    s->keyed = true;
+  }
+  pthread_mutex_lock(&tc_lock);
+  weft_tcache *tc = NULL;
+  for (uint32_t i = 0; i < WEFT_TC_DEVICES && !tc; i++)
+    if (!atomic_load_explicit(&s->tc[i].dev, memory_order_relaxed)) tc = &s->tc[i];
+  if (!tc) {
+    tc = &s->tc[s->next_victim];
+    s->next_victim = (s->next_victim + 1) % WEFT_TC_DEVICES;
+    tc_unbind_locked(tc);
+  }
+  tc->seated = dev->cmds.seats < WEFT_TC_SEATS;
+  if (tc->seated) dev->cmds.seats++;
+  uint64_t block = dev->cmds.max_pending / (2 * WEFT_TC_SEATS);
+  tc->block = !tc->seated || block < 1 ? 1
+              : block > WEFT_TC_BLOCK  ? WEFT_TC_BLOCK
+                                       : (uint16_t)block;
+  tc->next = dev->cmds.caches;
+  dev->cmds.caches = tc;
+  atomic_store_explicit(&tc->dev, dev, memory_order_relaxed);
+  pthread_mutex_unlock(&tc_lock);
+  return tc;
+}
+
+/* The calling thread's cache for |dev| (the caller is inside it). */
+static inline weft_tcache *tc_get(weft_device *dev) {
+  tc_slots *s = &tc_tls;
+  for (uint32_t i = 0; i < WEFT_TC_DEVICES; i++)
+    if (atomic_load_explicit(&s->tc[i].dev, memory_order_relaxed) == dev) return &s->tc[i];
+  return tc_bind(dev);
+}
+
+void weft__tcache_close(weft_device *dev) {
+  pthread_mutex_lock(&tc_lock);
+  while (dev->cmds.caches) tc_unbind_locked(dev->cmds.caches);
+  pthread_mutex_unlock(&tc_lock);
+}
+
+/* ---- taking a command --------------------------------------------------------------------- */
+
+/* One credit on |budget| for the calling client thread: from its cache, or
+ * a new block. false: no room, and |wait| is false. The cache is looked up
+ * again after a wait (a combining client runs the scheduler meanwhile,
+ * which may call into other devices and reuse the slot). */
+static bool credit_take(weft_device *dev, weft_tcache **tcp, uint32_t budget, bool wait) {
+  weft_tcache *tc = *tcp;
+  if (tc && tc->credits[budget]) {
+    tc->credits[budget]--;
+    return true;
+  }
+  bool waited = false;
+  for (;;) {
+    uint64_t k = credits_take(dev, budget, tc ? tc->block : 1);
+    if (k) {
+      if (tc) tc->credits[budget] = (uint16_t)(k - 1);
+      return true;
+    }
+    if (!wait) return false;
+    if (!waited) atomic_fetch_add_explicit(&dev->cmds.backpressure_waits, 1, memory_order_relaxed);
+    waited = true;
+    room_arg r = {dev, budget};
+    weft__wait_room(dev, room_for_one, &r);
+    *tcp = tc = tc_get(dev);
+  }
 }
 
 cmd *weft__cmd_take(weft_device *dev, cmd_kind kind, size_t extra, uint32_t budget, bool wait) {
-  if (!wait_for_room(dev, budget, wait)) return NULL;
-  return weft__cmd_alloc(dev, kind, extra, budget);
+  if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) {
+    /* The device's own threads never wait and cache nothing: one credit,
+     * room or not. */
+    peak_raise(
+        dev, atomic_fetch_add_explicit(&dev->cmds.pending[budget].n, 1, memory_order_relaxed) + 1);
+    cmd *c = weft__cmd_alloc(dev, NULL, kind, extra, budget);
+    if (!c) weft__budget_release(dev, budget, 1);
+    return c;
+  }
+  weft_tcache *tc = tc_get(dev);
+  if (!credit_take(dev, &tc, budget, wait)) return NULL;
+  cmd *c = weft__cmd_alloc(dev, tc, kind, extra, budget);
+  if (!c) { /* the credit goes back */
+    if (tc)
+      tc->credits[budget]++;
+    else
+      weft__budget_release(dev, budget, 1);
+  }
+  return c;
 }
 
 cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra) {

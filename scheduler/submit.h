@@ -12,13 +12,18 @@
  * own clients. */
 cmd *weft__cmd_new(weft_device *dev, cmd_kind kind, size_t extra);
 cmd *weft__cmd_new_on(weft_device *dev, cmd_kind kind, size_t extra, weft_stream_id stream);
-/* As weft__cmd_alloc after waiting for room on |budget|; |wait| false: NULL
- * at once (as for no memory) when the budget is full. */
+/* A command counted against |budget| (weft__cmd_alloc) once the calling
+ * thread has a credit for it (from its cache, or a block from the budget,
+ * waiting for room); |wait| false: NULL at once (as for no memory) when
+ * the budget is full. */
 cmd *weft__cmd_take(weft_device *dev, cmd_kind kind, size_t extra, uint32_t budget, bool wait);
 /* Clients that wait for room (back-pressure, a free replay instance).
  * |ready| may take what it waits for: it is called until it returns true,
  * and never again after. */
 void weft__wait_room(weft_device *dev, bool (*ready)(void *), void *arg);
+/* Close, once every caller has left: every thread's cache for |dev| hands
+ * back its credits and commands and is unbound. */
+void weft__tcache_close(weft_device *dev);
 /* Queues |c| for the scheduler (and, when combining, schedules it). */
 void weft__cmd_submit(weft_device *dev, cmd *c);
 /* A blocking call: submits |c| and waits for its answer. The kernel the

@@ -178,7 +178,6 @@ weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
    * another forever. So the chunk built so far is pushed first. */
   uint32_t chunk = dev->cmds.max_pending / 2 ? (uint32_t)(dev->cmds.max_pending / 2) : 1;
   if (chunk > 1024) chunk = 1024;
-  uint64_t no = atomic_fetch_add_explicit(&dev->launches_submitted, g->n, memory_order_relaxed);
   bool queued = false; /* some nodes were pushed */
   for (uint32_t at = 0; at < g->n; at += chunk) {
     uint32_t end = g->n - at > chunk ? at + chunk : g->n;
@@ -203,7 +202,6 @@ weft_status weft_taskgraph_submit(weft_taskgraph *g, weft_stream_id base) {
                          queued ? "the rest of a graph submission (the first nodes were queued)"
                                 : "a graph submission");
       }
-      c->launch_no = ++no;
       c->task.link.next = NULL;
       if (last)
         last->task.link.next = &c->task.link;
