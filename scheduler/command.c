@@ -59,16 +59,12 @@ bool weft__cmd_pool_init(weft_device *dev) {
   return true;
 }
 
-/* One free command of class |k|: the thread's cache first; an empty cache
- * takes up to WEFT_TC_BATCH from the pool in one burst (the pool's line
- * moves to this core once per batch, not once per launch). */
-static ck_stack_entry_t *cache_pop(weft_device *dev, weft_tcache *tc, uint32_t k) {
-  ck_stack_entry_t *e = tc->cmds[k];
-  if (e) {
-    tc->cmds[k] = e->next;
-    tc->ncmds[k]--;
-    return e;
-  }
+/* An empty cache takes up to WEFT_TC_BATCH commands of class |k| from the
+ * pool in one burst (the pool's line moves to this core once per batch, not
+ * once per launch) and returns the first. */
+static __attribute__((noinline)) ck_stack_entry_t *cache_refill(weft_device *dev, weft_tcache *tc,
+                                                                uint32_t k) {
+  ck_stack_entry_t *e;
   weft_freelist *pool = &dev->cmds.cmd_pool[k];
   if (!(e = weft_freelist_pop(pool))) return NULL;
   ck_stack_entry_t *head = NULL, *x;
@@ -80,6 +76,15 @@ static ck_stack_entry_t *cache_pop(weft_device *dev, weft_tcache *tc, uint32_t k
   }
   tc->cmds[k] = head;
   tc->ncmds[k] = n;
+  return e;
+}
+
+/* One free command of class |k|: the thread's cache first. */
+static inline ck_stack_entry_t *cache_pop(weft_device *dev, weft_tcache *tc, uint32_t k) {
+  ck_stack_entry_t *e = tc->cmds[k];
+  if (!e) return cache_refill(dev, tc, k);
+  tc->cmds[k] = e->next;
+  tc->ncmds[k]--;
   return e;
 }
 

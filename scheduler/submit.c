@@ -157,7 +157,7 @@ static void tc_key_make(void) {
 
 /* The calling thread's cache for |dev| (bound now if it had none), or NULL
  * (no thread-exit hook could be armed: the thread goes uncached). */
-static weft_tcache *tc_bind(weft_device *dev) {
+static __attribute__((noinline)) weft_tcache *tc_bind(weft_device *dev) {
   tc_slots *s = &tc_tls;
   if (!s->keyed) {
     pthread_once(&tc_once, tc_key_make);
@@ -173,7 +173,8 @@ static weft_tcache *tc_bind(weft_device *dev) {
     s->next_victim = (s->next_victim + 1) % WEFT_TC_DEVICES;
     tc_unbind_locked(tc);
   }
-  tc->seated = dev->cmds.seats < WEFT_TC_SEATS;
+  /* A pool thread of the device takes its credits one at a time. */
+  tc->seated = dev->cmds.seats < WEFT_TC_SEATS && weft_stream_worker_ctx() != dev;
   if (tc->seated) dev->cmds.seats++;
   uint64_t block = dev->cmds.max_pending / (2 * WEFT_TC_SEATS);
   tc->block = !tc->seated || block < 1 ? 1
@@ -202,16 +203,19 @@ void weft__tcache_close(weft_device *dev) {
 
 /* ---- taking a command --------------------------------------------------------------------- */
 
-/* One credit on |budget| for the calling client thread: from its cache, or
- * a new block. false: no room, and |wait| is false. The cache is looked up
- * again after a wait (a combining client runs the scheduler meanwhile,
- * which may call into other devices and reuse the slot). */
-static bool credit_take(weft_device *dev, weft_tcache **tcp, uint32_t budget, bool wait) {
-  weft_tcache *tc = *tcp;
-  if (tc && tc->credits[budget]) {
-    tc->credits[budget]--;
+/* One credit on |budget| when the calling thread's cache has none: a new
+ * block, waiting for room. A pool thread of the device never waits (it
+ * takes one, room or not). false: no room, and |wait| is false. The cache
+ * is looked up again after a wait (a combining client runs the scheduler
+ * meanwhile, which may call into other devices and reuse the slot). */
+static __attribute__((noinline)) bool credit_refill(weft_device *dev, weft_tcache **tcp,
+                                                    uint32_t budget, bool wait) {
+  if (weft_stream_worker_ctx() == dev) {
+    peak_raise(
+        dev, atomic_fetch_add_explicit(&dev->cmds.pending[budget].n, 1, memory_order_relaxed) + 1);
     return true;
   }
+  weft_tcache *tc = *tcp;
   bool waited = false;
   for (;;) {
     uint64_t k = credits_take(dev, budget, tc ? tc->block : 1);
@@ -228,18 +232,24 @@ static bool credit_take(weft_device *dev, weft_tcache **tcp, uint32_t budget, bo
   }
 }
 
+/* The scheduler (a thread that runs past close's unbinding) never waits
+ * and caches nothing: one credit, room or not. */
+static __attribute__((noinline)) cmd *take_scheduling(weft_device *dev, cmd_kind kind, size_t extra,
+                                                      uint32_t budget) {
+  peak_raise(dev,
+             atomic_fetch_add_explicit(&dev->cmds.pending[budget].n, 1, memory_order_relaxed) + 1);
+  cmd *c = weft__cmd_alloc(dev, NULL, kind, extra, budget);
+  if (!c) weft__budget_release(dev, budget, 1);
+  return c;
+}
+
 cmd *weft__cmd_take(weft_device *dev, cmd_kind kind, size_t extra, uint32_t budget, bool wait) {
-  if (weft__dev_scheduling() == dev || weft_stream_worker_ctx() == dev) {
-    /* The device's own threads never wait and cache nothing: one credit,
-     * room or not. */
-    peak_raise(
-        dev, atomic_fetch_add_explicit(&dev->cmds.pending[budget].n, 1, memory_order_relaxed) + 1);
-    cmd *c = weft__cmd_alloc(dev, NULL, kind, extra, budget);
-    if (!c) weft__budget_release(dev, budget, 1);
-    return c;
-  }
+  if (weft__dev_scheduling() == dev) return take_scheduling(dev, kind, extra, budget);
   weft_tcache *tc = tc_get(dev);
-  if (!credit_take(dev, &tc, budget, wait)) return NULL;
+  if (tc && tc->credits[budget])
+    tc->credits[budget]--;
+  else if (!credit_refill(dev, &tc, budget, wait))
+    return NULL;
   cmd *c = weft__cmd_alloc(dev, tc, kind, extra, budget);
   if (!c) { /* the credit goes back */
     if (tc)
