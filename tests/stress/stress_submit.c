@@ -15,9 +15,18 @@
  * queues a burst of launches and the device is closed with them still queued:
  * close must run all of them and give back every block it took.
  *
+ * Then the thread caches (submit.c): rounds of short-lived threads, more
+ * than a device has credit seats, launch on random streams of six devices
+ * (more than a thread caches for at once: slots are reused) and exit holding
+ * cached credits and commands; midway through each round a device is closed
+ * while they are alive and cache for it, and a new one takes its place.
+ * Every launch must run once, and in the end every stream budget must take
+ * exactly max_pending commands from a new thread: no credit lost.
+ *
  * Exit status 0 on success; 1 with a message on the first mismatch. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -356,6 +365,208 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* ---- thread caches: exits, slot reuse, close while cached ---------------------------------- */
+
+enum { CHURN_DEVS = 6, CHURN_THREADS = 12, CHURN_CAP = 64, CHURN_LAUNCHES = 200 };
+
+typedef struct churn_dev {
+  weft_device *dev;
+  weft_kernel inc, hold;
+  weft_buffer buf[STREAMS]; /* buf[s] counts the launches on stream s */
+  _Atomic uint64_t expect[STREAMS];
+} churn_dev;
+
+static churn_dev churn[CHURN_DEVS];
+static weft_counting_allocator *churn_ca;
+static _Atomic int churn_gate;
+static pthread_barrier_t churn_mid;
+
+static weft_status churn_inc(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  ((uint64_t *)ctx->buffers[0])[0]++;
+  return NULL;
+}
+
+static weft_status churn_hold(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx, (void)user;
+  while (!atomic_load(&churn_gate)) sched_yield();
+  return NULL;
+}
+
+static bool churn_open(churn_dev *d) {
+  weft_allocator a = weft_counting_allocator_get(churn_ca);
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.max_streams = STREAMS;
+  o.max_pending_commands = CHURN_CAP; /* blocks of 4 credits for 8 seated threads */
+  o.allocator = &a;
+  if (!OK(-1, weft_device_open(&o, &d->dev)) ||
+      !OK(-1, weft_kernel_host(d->dev, "inc", churn_inc, NULL, &d->inc)) ||
+      !OK(-1, weft_kernel_host(d->dev, "hold", churn_hold, NULL, &d->hold)))
+    return false;
+  for (int s = 0; s < STREAMS; s++) {
+    uint64_t zero = 0;
+    atomic_store(&d->expect[s], 0);
+    /* main submits on stream 0 only: the other streams' credits are the
+     * churn threads' alone */
+    if (!OK(-1, weft_buffer_create(d->dev, 0, sizeof(zero), &d->buf[s])) ||
+        !OK(-1, weft_buffer_write(d->dev, 0, d->buf[s], 0, &zero, sizeof(zero))))
+      return false;
+  }
+  return true;
+}
+
+/* Reads every stream's count (on stream 0, main's only stream: the read
+ * orders after the writers) and compares it with the launches made. */
+static bool churn_verify(churn_dev *d, const char *when) {
+  for (int s = 0; s < STREAMS; s++) {
+    uint64_t got = 0;
+    if (!OK(-1, weft_buffer_read(d->dev, 0, d->buf[s], 0, &got, sizeof(got)))) return false;
+    if (got != atomic_load(&d->expect[s])) {
+      fail("thread caches (%s): stream %d ran %" PRIu64 " of %" PRIu64 " launches", when, s, got,
+           atomic_load(&d->expect[s]));
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool churn_launch(churn_dev *d, int s, int t) {
+  const uint32_t g[3] = {1, 1, 1};
+  weft_binding bd = {d->buf[s], 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  if (!OK(t, weft_launch(d->dev, (weft_stream_id)s, d->inc, g, g, &bd, 1, NULL, 0))) return false;
+  atomic_fetch_add(&d->expect[s], 1);
+  return true;
+}
+
+typedef struct churn_arg {
+  int t;
+  uint64_t rng;
+} churn_arg;
+
+/* Launches on random devices and streams, waits at the barrier while main
+ * closes and replaces a device, launches again and exits without syncing:
+ * its caches are handed back by the close and by its exit. */
+static void *churn_thread(void *arg) {
+  churn_arg *c = arg;
+  for (int half = 0; half < 2; half++) {
+    for (int i = 0; i < CHURN_LAUNCHES / 2 && !atomic_load(&failed); i++) {
+      uint64_t x = c->rng;
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      c->rng = x;
+      if (!churn_launch(&churn[x % CHURN_DEVS], (int)((x >> 8) % STREAMS), c->t)) break;
+    }
+    if (!half) { /* main closes and replaces a device in between */
+      pthread_barrier_wait(&churn_mid);
+      pthread_barrier_wait(&churn_mid);
+    }
+  }
+  return NULL;
+}
+
+/* A new thread on stream |s| of |d|: a held kernel, then launches until it
+ * parks; with no credit lost it parks after exactly max_pending commands. */
+typedef struct fill_arg {
+  churn_dev *d;
+  int s;
+  _Atomic uint64_t taken;
+} fill_arg;
+
+static void *churn_fill(void *arg) {
+  fill_arg *f = arg;
+  const uint32_t g[3] = {1, 1, 1};
+  if (!OK(-1, weft_launch(f->d->dev, (weft_stream_id)f->s, f->d->hold, g, g, NULL, 0, NULL, 0)))
+    return NULL;
+  atomic_store(&f->taken, 1);
+  for (int i = 0; i < 2 * CHURN_CAP && !atomic_load(&failed); i++) {
+    if (!churn_launch(f->d, f->s, -1)) break;
+    atomic_fetch_add(&f->taken, 1);
+  }
+  return NULL;
+}
+
+static bool churn_budget_intact(churn_dev *d, int s) {
+  weft_device_stats st;
+  /* stats retires first: every retired command's credit is back */
+  if (!OK(-1, weft_device_stats_get(d->dev, &st))) return false;
+  uint64_t waits = st.backpressure_waits;
+  atomic_store(&churn_gate, 0);
+  fill_arg f = {.d = d, .s = s};
+  pthread_t th;
+  if (pthread_create(&th, NULL, churn_fill, &f) != 0) {
+    fail("cannot start a fill thread");
+    return false;
+  }
+  do {
+    sched_yield();
+    if (!OK(-1, weft_device_stats_get(d->dev, &st))) break;
+  } while (st.backpressure_waits == waits && !atomic_load(&failed));
+  uint64_t taken = atomic_load(&f.taken);
+  atomic_store(&churn_gate, 1);
+  pthread_join(th, NULL);
+  if (!atomic_load(&failed) && taken != CHURN_CAP)
+    fail("thread caches: stream %d took %" PRIu64 " commands before it was full, not %d: "
+         "credits were lost or kept",
+         s, taken, CHURN_CAP);
+  return !atomic_load(&failed);
+}
+
+static void churn_close(churn_dev *d) {
+  if (d->dev) {
+    for (int s = 0; s < STREAMS; s++) OK(-1, weft_buffer_release(d->dev, d->buf[s]));
+    weft_device_close(d->dev);
+  }
+  d->dev = NULL;
+}
+
+static void cache_churn(double scale, uint64_t seed) {
+  int rounds = (int)(40 * scale);
+  if (rounds < 2) rounds = 2;
+  if (weft_counting_allocator_create(&churn_ca)) {
+    fail("no allocator");
+    return;
+  }
+  for (int d = 0; d < CHURN_DEVS; d++)
+    if (!churn_open(&churn[d])) goto out;
+  pthread_barrier_init(&churn_mid, NULL, CHURN_THREADS + 1);
+  for (int r = 0; r < rounds && !atomic_load(&failed); r++) {
+    pthread_t th[CHURN_THREADS];
+    churn_arg args[CHURN_THREADS];
+    for (int t = 0; t < CHURN_THREADS; t++) {
+      args[t] =
+          (churn_arg){.t = t, .rng = splitmix64(seed ^ ((uint64_t)r << 20) ^ (uint64_t)t) | 1};
+      if (pthread_create(&th[t], NULL, churn_thread, &args[t]) != 0) {
+        fprintf(stderr, "stress_submit: cannot start a churn thread\n");
+        exit(1);
+      }
+    }
+    /* Midway, the threads alive and caching for it: close one, open anew. */
+    pthread_barrier_wait(&churn_mid);
+    churn_dev *d = &churn[r % CHURN_DEVS];
+    churn_verify(d, "before close");
+    churn_close(d);
+    churn_open(d);
+    pthread_barrier_wait(&churn_mid);
+    for (int t = 0; t < CHURN_THREADS; t++) pthread_join(th[t], NULL);
+  }
+  pthread_barrier_destroy(&churn_mid);
+  for (int d = 0; d < CHURN_DEVS && !atomic_load(&failed); d++) {
+    if (!churn_verify(&churn[d], "end")) break;
+    for (int s = 1; s < STREAMS && churn_budget_intact(&churn[d], s); s++) {
+    }
+    churn_verify(&churn[d], "after the fills");
+  }
+  if (!atomic_load(&failed))
+    printf("thread caches: %d rounds of %d threads over %d devices\n", rounds, CHURN_THREADS,
+           CHURN_DEVS);
+out:
+  for (int d = 0; d < CHURN_DEVS; d++) churn_close(&churn[d]);
+  weft_alloc_counts c = weft_counting_allocator_counts(churn_ca);
+  if (!atomic_load(&failed) && c.live_blocks != 0)
+    fail("thread caches: %" PRIu64 " blocks still live after close", c.live_blocks);
+  weft_counting_allocator_destroy(churn_ca);
+}
+
 int main(int argc, char **argv) {
   double scale = argc > 1 ? atof(argv[1]) : 1.0;
   uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 0x5eed5eedu;
@@ -473,6 +684,8 @@ int main(int argc, char **argv) {
            " reads checked (%" PRIu64 " reported failures), seed %#" PRIx64 ", scale %g, %.2f s\n",
            launches, atomic_load(&kernel_calls), reads, seen, seed, scale, now_s() - t0);
   }
+
+  cache_churn(scale, seed);
 
 report:
   weft_device_close(dev);
