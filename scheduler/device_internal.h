@@ -15,6 +15,7 @@
 
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "core/failpoints.h"
 #include "core/freelist.h"
@@ -110,21 +111,30 @@ typedef struct weft_kernel_entry {
 
 /* A buffer, owned by the scheduler; its execution taint view is touched only
  * by tasks that bind it, which the wait rules order. */
+/* Three cache lines by writer, so that what the scheduler writes on every
+ * launch never shares a line with what a stream's worker reads or writes
+ * (issue 14 found the pool reading |ptr| on the line the scheduler wrote
+ * |pending| on). Allocated WEFT_CACHELINE-aligned. */
 typedef struct weft_buf {
+  /* Written only while no work uses the buffer (create, reservation,
+   * release); read by workers. */
   uint64_t id, size;
+  void *ptr;    /* its address while allocated (fixed: relocation needs a quiescent device) */
   weft_mem mem; /* its allocation, in the manager of the stream that created it */
   weft_mm *mm;  /* that manager */
-  void *ptr;    /* its address while allocated (fixed: relocation needs a quiescent device) */
   bool allocated, released;
-  uint32_t pending;        /* dispatched tasks binding it, not yet completed */
-  weft_taint taint;        /* graph-tagged claims of completed work (scheduler) */
-  weft_taint exec;         /* failure ids as work executes (workers, in wait order) */
-  weft_failure_id unalloc; /* the failure its reservation left, if it failed */
-  uint32_t lw_slot;        /* last writer: stream slot and sequence number */
-  uint64_t lw_seq;         /* 0: never written */
-  uint64_t *last_read;     /* [max_streams]: last reader per slot since the last write */
-  uint64_t pend_mask;      /* slots whose unexecuted batch holds a task binding it */
   uint32_t slot;           /* the slot whose manager holds its memory */
+  weft_failure_id unalloc; /* the failure its reservation left, if it failed */
+  /* Workers', in wait order. */
+  _Alignas(WEFT_CACHELINE) weft_taint exec; /* failure ids as work executes */
+  /* The scheduler's, on every launch that binds it. */
+  _Alignas(WEFT_CACHELINE) uint32_t pending; /* dispatched tasks binding it, not yet completed */
+  uint32_t lw_slot;                          /* last writer: stream slot and sequence number */
+  uint64_t lw_seq;                           /* 0: never written */
+  uint64_t read_mask;                        /* slots with a last_read entry */
+  uint64_t *last_read; /* [max_streams]: last reader per slot since the last write */
+  uint64_t pend_mask;  /* slots whose unexecuted batch holds a task binding it */
+  weft_taint taint;    /* graph-tagged claims of completed work */
 } weft_buf;
 
 /* Tasks registered on a slot and not yet placed on a stream (linked through
