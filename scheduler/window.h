@@ -11,7 +11,7 @@
 /* Replays of one capture in flight at most: end builds up to this many
  * instances (fewer when they would pass WEFT_REPLAY_INSTANCE_BYTES; never
  * fewer than WEFT_REPLAY_INSTANCES_MIN replay slots). */
-#define WEFT_REPLAY_INSTANCES      32u
+#define WEFT_REPLAY_INSTANCES      64u
 #define WEFT_REPLAY_INSTANCES_MIN  4u
 #define WEFT_REPLAY_INSTANCE_BYTES (UINT64_C(16) << 20)
 
