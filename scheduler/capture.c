@@ -12,11 +12,14 @@
  * an input that carries a failure, a buffer created or written on the slots,
  * a read or sync on them (refused as well: no host sync inside a window).
  * A replay is one command. The scheduler runs a ready-made copy of the
- * recording (an instance: end builds WEFT_REPLAY_INSTANCES of them, so that
- * back-to-back replays overlap; a replayer waits for a free one past that)
- * or, when memory for the instances ran out, clones the recording into
- * pooled commands. Each launch is registered on
- * its stream, where the usual rules order it.
+ * recording (an instance: end builds up to WEFT_REPLAY_INSTANCES of them, so
+ * that back-to-back replays overlap; a replayer waits for a free one past
+ * that) or, when memory for the instances ran out, clones the recording into
+ * pooled commands. On the host, end also computes the fused replay's plan
+ * (build_plan): an instance is then placed whole, one pre-linked chain per
+ * lane, ordered per buffer against the work around it (replay_fused), and
+ * retired a segment at a time (retire.c). Otherwise each launch is
+ * registered on its stream, where the usual rules order it.
  *
  * Everything here runs on the scheduler, except the client calls at the end. */
 #include <inttypes.h>
