@@ -79,13 +79,13 @@ typedef struct cmd {
     const struct cmd *caller; /* a blocking call from a host kernel: that kernel's launch */
   };
   size_t scalar_bytes;
-  weft_device_stats *stats_out;       /* STATS */
-  struct weft_memory_call *mem;       /* MEMORY: the call, on the caller's stack */
-  weft_status preset;                 /* LAUNCH: resolution error, owned */
-  weft_failure_id p;                  /* LAUNCH, WRITE: the provisional id of its write scope */
-  weft_error_kind inject;             /* LAUNCH: a failpoint makes it fail with this kind */
-  bool poison;                        /* LAUNCH: a failpoint poisons the device when it runs */
-  struct weft_replay_count *instance; /* LAUNCH: the replay instance that owns it, or NULL */
+  weft_device_stats *stats_out;     /* STATS */
+  struct weft_memory_call *mem;     /* MEMORY: the call, on the caller's stack */
+  weft_status preset;               /* LAUNCH: resolution error, owned */
+  weft_failure_id p;                /* LAUNCH, WRITE: the provisional id of its write scope */
+  weft_error_kind inject;           /* LAUNCH: a failpoint makes it fail with this kind */
+  bool poison;                      /* LAUNCH: a failpoint poisons the device when it runs */
+  struct weft_replay_seg *instance; /* LAUNCH: the replay segment that owns it, or NULL */
   bool detached;          /* kept by a recording: no longer counted against back-pressure */
   bool cancelled;         /* a kernel's call refused while queued: processed as a no-op */
   outcome result;         /* set by the worker */
@@ -100,6 +100,29 @@ typedef struct weft_replay_count {
   uint32_t inflight;
   _Atomic uint32_t *outstanding;
 } weft_replay_count;
+
+/* A buffer a replay segment binds: its bindings (pins) and whether it writes it. */
+typedef struct weft_replay_pin {
+  weft_buf *b;
+  uint32_t pins;
+  bool writes;
+} weft_replay_pin;
+
+/* A segment of a replay instance (capture.c): a run of one lane's launches
+ * of which only the first waits on anything. A fused replay places it whole
+ * (|armed|), so retirement may take it in one step once its last launch
+ * completed (retire.c): when every launch ran and no buffer it writes
+ * carries a claim, each launch's completion would be a no-op but its
+ * unpinning, which is done per buffer. */
+typedef struct weft_replay_seg {
+  weft_replay_count *count; /* the instance's */
+  struct cmd *head, *tail;  /* its launches, linked through task.fnext once placed */
+  uint64_t last_seq, last_placed;
+  uint64_t launches; /* what the launches count as (weft__launch_count) */
+  const weft_replay_pin *pins;
+  uint32_t n, npins;
+  bool armed; /* placed whole and not yet retired */
+} weft_replay_seg;
 
 typedef struct weft_kernel_entry {
   _Atomic uint32_t ready; /* release: the fields below are set */

@@ -171,12 +171,12 @@ void weft__launch_schedule(weft_device *dev, cmd *c) {
     b->pending++;
   }
   launch_arm(dev, c);
+  c->task.run = run_launch; /* before recording: a replay's copies run it too */
   /* No capture on the slot: nothing to ask. */
   weft_record r =
       dev->window.capture_of[s->slot] ? weft__capture_record(dev, c) : WEFT_NOT_RECORDING;
   if (r == WEFT_REFUSED) weft__launch_discard(dev, c);
   if (r != WEFT_NOT_RECORDING) return; /* recorded (or refused), not run */
-  c->task.run = run_launch;
   weft__ms_register(dev, s->slot, c);
 }
 
@@ -332,7 +332,7 @@ void weft__launch_copy(cmd *c, const cmd *r) {
   c->scalars = (const char *)r->scalars + d;
 }
 
-void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) {
+void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_seg *instance) {
   memset(&c->task.link, 0, sizeof(c->task.link));
   c->task.nwaits = 0;
   c->task.fnext = NULL;
@@ -341,7 +341,7 @@ void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) 
   c->error = NULL;
   c->preset = NULL;
   c->instance = instance;
-  if (instance) instance->inflight++;
+  if (instance) instance->count->inflight++;
   c->launch_no = atomic_fetch_add_explicit(&dev->launches_submitted, 1, memory_order_relaxed) + 1;
   for (uint32_t i = 0; i < c->nb; i++) /* the recording keeps them alive; each run pins them */
     if (c->bufs[i]) c->bufs[i]->pending++;
