@@ -69,6 +69,7 @@ if [ -n "$OUTDIR" ] && ! mkdir -p "$OUTDIR"; then
 fi
 [ -n "$OUTDIR" ] && OUTDIR=$(cd "$OUTDIR" && pwd)
 cd "$LOGS" || exit 2 # the programs' working directory: nothing they write lands elsewhere
+chmod +x "$HERE"/bin/* 2>/dev/null # in case a copy dropped the modes
 
 log() { echo "run.sh: $*" >&2; }
 elapsed() { echo $((($(date +%s%N) - START_NS) / 1000000000)); }
@@ -218,7 +219,7 @@ ldd_with() {
   elif ldd_with "$HERE/lib:$HERE/lib/cxx"; then
     LIBS_OK=1
     LIB_PATH=$HERE/lib:$HERE/lib/cxx
-    LIBS_NOTE="every one from the bundle or glibc"
+    LIBS_NOTE="every one resolves (lib/ and lib/cxx/ first)"
     echo "with LD_LIBRARY_PATH=$LIB_PATH: every library resolves"
   else
     echo "with LD_LIBRARY_PATH=$HERE/lib:$HERE/lib/cxx some library does not resolve:"
@@ -250,6 +251,9 @@ if [ -f "$LOGS/.ldd" ]; then
   )
   rm -f "$LOGS/.ldd"
 fi
+if [ "${#OUTSIDE[@]}" -gt 0 ]; then
+  LIBS_NOTE="$LIBS_NOTE; ${#OUTSIDE[@]} resolved outside the bundle and glibc (below)"
+fi
 # Only the programs get the bundle's libraries: the tools this script runs keep the
 # machine's (a bundled libpcre2 or libz never meets the machine's grep or sed).
 RUN_LD=$LIB_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -257,7 +261,8 @@ if [ "$LIBS_OK" = 0 ]; then
   {
     echo "weft GPU check (bundle), $MODE: the bundle's programs cannot load their libraries here"
     echo "  glibc here ${GLIBC:-unknown}, the bundle needs ${NEED:-?}; see logs/libraries.log:"
-    grep -B1 'not found\|not a dynamic\|error while' "$LOGS/libraries.log" | sed 's/^/  /' | head -20
+    grep -B1 'not found\|not a dynamic\|error while' "$LOGS/libraries.log" | awk '!seen[$0]++' |
+      sed 's/^/  /' | head -20
     echo "result: CANNOT RUN (exit 2)"
   } | tee "$SUMMARY"
   [ -n "$OUTDIR" ] && cp "$SUMMARY" "$LOGS/system.log" "$LOGS/libraries.log" "$OUTDIR/"
