@@ -80,6 +80,14 @@ if [ -n "$BUNDLE" ] && { [ "$FAKE" = 1 ] || [ -n "$OUTDIR" ]; }; then
   echo "run.sh: --bundle takes no --fake or OUTDIR (the bundle's own run.sh does)" >&2
   exit 2
 fi
+# DIR and BUILD are relative to the caller's directory (the script works in the root).
+case "$BUNDLE" in "" | /*) ;; *) BUNDLE=$PWD/$BUNDLE ;; esac
+if [ -n "$FROM" ]; then
+  FROM=$(cd "$FROM" 2>/dev/null && pwd) || {
+    echo "run.sh: --from: no such directory" >&2
+    exit 2
+  }
+fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${WEFT_GPU_BUILD_DIR:-$ROOT/build-gpu}
 if [ -n "$BUNDLE" ]; then
