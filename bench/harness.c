@@ -1505,6 +1505,11 @@ static void list_benches(void) {
 
 /* ---- main ----------------------------------------------------------------------------------- */
 
+/* Why bench/CMakeLists.txt built no peer (bench/peers/), for --peers. */
+#ifndef WEFT_BENCH_NO_PEERS
+#define WEFT_BENCH_NO_PEERS "no peer registered"
+#endif
+
 /* Whether some registered benchmark has a registered peer. */
 static bool any_peer(void) {
   for (size_t i = 0; i < nregistered; i++)
@@ -1557,9 +1562,9 @@ int wb_main(int argc, char **argv) {
     return 0;
   }
   if (cfg.peers && !any_peer()) {
-    printf("weft-bench: built without oneTBB (libtbb-dev and a C++17 compiler were not found "
-           "when CMake configured bench/, or -DWEFT_PEERS=OFF): --peers has no peer to compare "
-           "with; nothing was run\n");
+    printf("weft-bench: built without oneTBB (%s): --peers has no peer to compare with; nothing "
+           "was run\n",
+           WEFT_BENCH_NO_PEERS);
     return 0;
   }
 
