@@ -25,22 +25,24 @@
  * One operation = one launch (one baseline task). The weft workloads report
  * the cross-stream waits issued and elided and the back-pressure waits
  * (weft_device_stats_get deltas over the runs) to the "sched_workloads"
- * group, and carry their targets (target_ns, informational). */
+ * group, and carry their targets (target_ns, informational). Every workload
+ * is accounted per thread class (wb_account); W1-W3 name their peers on
+ * oneTBB's flow graph (bench/peers/, when built with it). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/baseline_queue.h"
 #include "bench/harness.h"
+#include "bench/peers/workloads.h"
 
-#define NSTREAMS  4u
-#define FAN_WIDTH 8u
-#define W4_CHUNK  4096u /* weft_launch calls per timed chunk of a W4 producer */
+#define W4_CHUNK     4096u /* weft_launch calls per timed chunk of a W4 producer */
+#define ITERS_SUBMIT 1000000u
 
-#define ITERS_CHAIN       1000000u
-#define ITERS_INDEPENDENT 1000000u
-#define ITERS_FAN         200000u /* scaled down: the baseline's layer barrier, ~6 us a task */
-#define ITERS_SUBMIT      1000000u
+/* Issue 14: weft at most half of oneTBB's flow graph's wall time per task,
+ * and three quarters of its CPU time (the peers of bench/peers/). */
+#define PEER_WALL_TARGET 0.5
+#define PEER_CPU_TARGET  0.75
 
 static const uint32_t one3[3] = {1, 1, 1};
 
@@ -62,33 +64,7 @@ static const wb_group waits_group = {
                  {"bp_waits", WB_TOTAL, 0},
                  {"pending_peak", WB_LAST, 0}}};
 
-/* ---- the kernels' arithmetic, shared by both sides --------------------------------------- */
-
-static inline void chain_step(const void *in, void *out) {
-  uint64_t v;
-  memcpy(&v, in, sizeof(v));
-  v++;
-  memcpy(out, &v, sizeof(v));
-}
-
-static inline void indep_step(void *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof(v));
-  v++;
-  memcpy(p, &v, sizeof(v));
-}
-
-static inline uint64_t fan_value(uint64_t a, uint64_t b) {
-  return a + 2u * b + 1u; /* wraps: order-sensitive and cheap */
-}
-
-static inline void fan_step(const void *a, const void *b, void *out) {
-  uint64_t x, y;
-  memcpy(&x, a, sizeof(x));
-  memcpy(&y, b, sizeof(y));
-  uint64_t v = fan_value(x, y);
-  memcpy(out, &v, sizeof(v));
-}
+/* ---- the kernels: bench/peers/workloads.h's bodies, shared with the baselines and peers ---- */
 
 /* weft host kernels: bindings in launch order. */
 static weft_status chain_kernel(const weft_kernel_ctx *ctx, void *user) {
@@ -133,38 +109,6 @@ static weft_status fan_task(const weft_kernel_ctx *ctx, void *user) {
   const task_args *t = user;
   fan_step(t->a, t->b, t->out);
   return NULL;
-}
-
-/* The host model of W3: model[set][j]; layer L writes set L % 2. */
-typedef struct fan_pos {
-  uint64_t layer; /* the layer being launched (1-based: layer 0 is the initial values) */
-  uint32_t j;     /* the next launch in it */
-} fan_pos;
-
-static uint32_t fan_stream(uint64_t layer, uint32_t j) {
-  return (uint32_t)((j + 2u * layer) % NSTREAMS);
-}
-
-static void fan_model_step(uint64_t model[2][FAN_WIDTH], fan_pos *p) {
-  uint32_t cur = (uint32_t)(p->layer % 2u), prev = cur ^ 1u;
-  model[cur][p->j] = fan_value(model[prev][p->j], model[prev][(p->j + 1u) % FAN_WIDTH]);
-  if (++p->j == FAN_WIDTH) {
-    p->j = 0;
-    p->layer++;
-  }
-}
-
-static void fan_model_init(uint64_t model[2][FAN_WIDTH]) {
-  for (uint32_t j = 0; j < FAN_WIDTH; j++) {
-    model[0][j] = 1000u + j; /* layer 0 */
-    model[1][j] = 0;
-  }
-}
-
-/* Of the |n| launches round-robin over NSTREAMS from index |first|, how many go to |k|. */
-static uint64_t rr_share(uint64_t first, uint64_t n, uint32_t k) {
-  uint64_t ahead = (k + NSTREAMS - first % NSTREAMS) % NSTREAMS; /* k's first slot in the run */
-  return n / NSTREAMS + (ahead < n % NSTREAMS);
 }
 
 /* ---- weft side --------------------------------------------------------------------------- */
@@ -601,6 +545,10 @@ static uint64_t bsubmit_run(void *state, uint64_t n, wb_ctx *c) {
 
 static const wb_bench benches[] = {
     {.name = "sched_w1_chain",
+     .account = WB_ACCOUNT_WEFT,
+     .peer = "tbb_w1_chain",
+     .peer_target = PEER_WALL_TARGET,
+     .peer_cpu_target = PEER_CPU_TARGET,
      .group = &waits_group,
      .target_ns = 100,
      .description = "W1: one stream, each launch reads the 8-byte buffer the previous one wrote "
@@ -611,6 +559,7 @@ static const wb_bench benches[] = {
      .run = chain_run,
      .teardown = ws_teardown},
     {.name = "baseline_w1_chain",
+     .account = WB_ACCOUNT_THREADS,
      .description = "naive queue: W1's chain as tasks on one mutex+condvar queue and worker",
      .iterations = ITERS_CHAIN,
      .arg = 1,
@@ -618,6 +567,10 @@ static const wb_bench benches[] = {
      .run = bchain_run,
      .teardown = bs_teardown},
     {.name = "sched_w2_independent",
+     .account = WB_ACCOUNT_WEFT,
+     .peer = "tbb_w2_independent",
+     .peer_target = PEER_WALL_TARGET,
+     .peer_cpu_target = PEER_CPU_TARGET,
      .group = &waits_group,
      .target_ns = 100,
      .description = "W2: one client, launches round-robin over streams 0..3, each stream its own "
@@ -628,6 +581,7 @@ static const wb_bench benches[] = {
      .run = indep_run,
      .teardown = ws_teardown},
     {.name = "baseline_w2_independent",
+     .account = WB_ACCOUNT_THREADS,
      .description = "naive queue: W2's tasks round-robin over 4 queues, one worker each",
      .iterations = ITERS_INDEPENDENT,
      .arg = NSTREAMS,
@@ -635,6 +589,10 @@ static const wb_bench benches[] = {
      .run = bindep_run,
      .teardown = bs_teardown},
     {.name = "sched_w3_fan",
+     .account = WB_ACCOUNT_WEFT,
+     .peer = "tbb_w3_fan",
+     .peer_target = PEER_WALL_TARGET,
+     .peer_cpu_target = PEER_CPU_TARGET,
      .group = &waits_group,
      .target_ns = 300,
      .description = "W3: layers of 8 launches, each reads 2 buffers of the previous layer and "
@@ -645,6 +603,7 @@ static const wb_bench benches[] = {
      .run = fan_run,
      .teardown = ws_teardown},
     {.name = "baseline_w3_fan",
+     .account = WB_ACCOUNT_THREADS,
      .description = "naive queue: W3's tasks on 4 queues (one worker each), every queue synced "
                     "between layers",
      .iterations = ITERS_FAN,
@@ -653,6 +612,7 @@ static const wb_bench benches[] = {
      .run = bfan_run,
      .teardown = bs_teardown},
     {.name = "sched_w4_submit_1producer",
+     .account = WB_ACCOUNT_WEFT,
      .group = &waits_group,
      .target_ns = 100,
      .description = "W4: ns inside weft_launch (W2's launch, no completion), 1 client thread on "
@@ -664,6 +624,7 @@ static const wb_bench benches[] = {
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_1producer",
+     .account = WB_ACCOUNT_THREADS,
      .description = "naive queue: ns inside bq_submit, 1 producer on its own queue",
      .iterations = ITERS_SUBMIT,
      .arg = 1,
@@ -671,6 +632,7 @@ static const wb_bench benches[] = {
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w4_submit_2producers",
+     .account = WB_ACCOUNT_WEFT,
      .group = &waits_group,
      .description = "W4: ns inside weft_launch, 2 client threads, each on its own stream",
      .baseline = "baseline_w4_submit_2producers",
@@ -680,6 +642,7 @@ static const wb_bench benches[] = {
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_2producers",
+     .account = WB_ACCOUNT_THREADS,
      .description = "naive queue: ns inside bq_submit, 2 producers, each on its own queue",
      .iterations = ITERS_SUBMIT,
      .arg = 2,
@@ -687,6 +650,7 @@ static const wb_bench benches[] = {
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w4_submit_4producers",
+     .account = WB_ACCOUNT_WEFT,
      .group = &waits_group,
      .description = "W4: ns inside weft_launch, 4 client threads, each on its own stream",
      .baseline = "baseline_w4_submit_4producers",
@@ -696,6 +660,7 @@ static const wb_bench benches[] = {
      .run = submit_run,
      .teardown = ws_teardown},
     {.name = "baseline_w4_submit_4producers",
+     .account = WB_ACCOUNT_THREADS,
      .description = "naive queue: ns inside bq_submit, 4 producers, each on its own queue",
      .iterations = ITERS_SUBMIT,
      .arg = 4,
@@ -703,6 +668,10 @@ static const wb_bench benches[] = {
      .run = bsubmit_run,
      .teardown = bs_teardown},
     {.name = "sched_w1_chain_combining",
+     .account = WB_ACCOUNT_WEFT,
+     .peer = "tbb_w1_chain",
+     .peer_target = PEER_WALL_TARGET,
+     .peer_cpu_target = PEER_CPU_TARGET,
      .group = &waits_group,
      .target_ns = 100,
      .description = "W1 with the combining scheduler (the client schedules its own launches)",
@@ -713,6 +682,10 @@ static const wb_bench benches[] = {
      .run = chain_run,
      .teardown = ws_teardown},
     {.name = "sched_w2_independent_combining",
+     .account = WB_ACCOUNT_WEFT,
+     .peer = "tbb_w2_independent",
+     .peer_target = PEER_WALL_TARGET,
+     .peer_cpu_target = PEER_CPU_TARGET,
      .group = &waits_group,
      .target_ns = 100,
      .description = "W2 with the combining scheduler",
@@ -723,6 +696,10 @@ static const wb_bench benches[] = {
      .run = indep_run,
      .teardown = ws_teardown},
     {.name = "sched_w3_fan_combining",
+     .account = WB_ACCOUNT_WEFT,
+     .peer = "tbb_w3_fan",
+     .peer_target = PEER_WALL_TARGET,
+     .peer_cpu_target = PEER_CPU_TARGET,
      .group = &waits_group,
      .target_ns = 300,
      .description = "W3 with the combining scheduler",
@@ -733,6 +710,7 @@ static const wb_bench benches[] = {
      .run = fan_run,
      .teardown = ws_teardown},
     {.name = "sched_w4_submit_1producer_combining",
+     .account = WB_ACCOUNT_WEFT,
      .group = &waits_group,
      .target_ns = 100,
      .description = "W4 (1 producer) with the combining scheduler: weft_launch now includes "

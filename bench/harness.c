@@ -3,21 +3,30 @@
  * output. */
 #include "bench/harness.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/sync.h" /* weft__futex_counts: weft's futex calls, process-wide */
+
 #define WB_MAX_BENCHES  128
 #define WB_QUICK_FACTOR 0.1 /* --quick: 1/10 of the iterations */
 #define WB_MAX_REPS     100000u
+#define WB_MAX_LOAD     64u /* --load: busy threads */
+#define WB_LOAD_COMPARE 2u  /* --load-compare without --load: two busy threads (issue 14) */
 
 /* ---- registry and helpers ------------------------------------------------------------------- */
 
@@ -86,6 +95,7 @@ typedef struct wb_thread {
 
 static void *thread_main(void *arg) {
   wb_thread *t = arg;
+  pthread_setname_np(pthread_self(), "client"); /* the thread accounting's class */
   int rc = pthread_barrier_wait(t->go);
   if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD) wb_check_pthread(rc, "barrier wait");
   t->start = wb_now_ns();
@@ -125,13 +135,18 @@ typedef struct wb_config {
   unsigned reps, warmup;
   double scale; /* --scale as given */
   bool quick, list;
+  bool peers;            /* --peers: only the benchmarks with a peer, and their peers */
+  unsigned load;         /* --load N: busy threads (the whole run, or the loaded pass) */
+  bool load_compare;     /* --load-compare: each round runs unloaded, then beside |load| threads */
+  unsigned passes;       /* 1, or 2 with --load-compare */
   const char *filter;    /* NULL: every benchmark */
   const char *json_path; /* NULL: no JSON; "-": stdout */
 } wb_config;
 
 static void usage(FILE *f) {
   fputs("usage: weft-bench [--list] [--filter SUBSTR] [--reps N] [--warmup N] [--scale F]\n"
-        "                  [--json FILE] [--quick] [--help]\n"
+        "                  [--json FILE] [--quick] [--peers] [--load N] [--load-compare]\n"
+        "                  [--help]\n"
         "\n"
         "Runs weft's benchmarks and prints min/median/max nanoseconds per operation.\n"
         "\n"
@@ -144,6 +159,14 @@ static void usage(FILE *f) {
         "  --quick          1/10 of the iterations, heavy benchmarks only if --filter names them\n"
         "  --json FILE      also write the results as JSON to FILE ('-': stdout, and the\n"
         "                   table goes to stderr)\n"
+        "  --peers          run only the workloads that have a peer on another runtime\n"
+        "                   (oneTBB's flow graph, bench/peers/) and their peers, alternating,\n"
+        "                   and print the ratios weft / peer (a build without oneTBB says so\n"
+        "                   and runs nothing)\n"
+        "  --load N         run beside N busy threads named \"load\" (0..64, default 0); CPU\n"
+        "                   figures exclude their time\n"
+        "  --load-compare   each round runs every benchmark unloaded, then beside the --load\n"
+        "                   threads (default 2), and the CPU rise per operation is printed\n"
         "  --help           show this help and exit\n"
         "\n"
         "Absolute times on a shared machine are noise; the ratio to the baseline,\n"
@@ -184,6 +207,7 @@ static bool parse_scale(const char *s, double *out) {
 
 /* Parses argv into |cfg|; returns 0, or the exit status (2 bad input, -1 help). */
 static int parse_args(int argc, char **argv, wb_config *cfg) {
+  bool load_given = false;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *val = NULL;
@@ -202,10 +226,11 @@ static int parse_args(int argc, char **argv, wb_config *cfg) {
       strcpy(opt, arg);
     }
     bool flag = strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0 ||
-                strcmp(opt, "--list") == 0 || strcmp(opt, "--quick") == 0;
+                strcmp(opt, "--list") == 0 || strcmp(opt, "--quick") == 0 ||
+                strcmp(opt, "--peers") == 0 || strcmp(opt, "--load-compare") == 0;
     bool takes = strcmp(opt, "--filter") == 0 || strcmp(opt, "--reps") == 0 ||
                  strcmp(opt, "--warmup") == 0 || strcmp(opt, "--scale") == 0 ||
-                 strcmp(opt, "--json") == 0;
+                 strcmp(opt, "--json") == 0 || strcmp(opt, "--load") == 0;
     if (!flag && !takes) return bad_usage("unknown option '%s'", arg);
     if (flag && val) return bad_usage("option %s takes no value", opt);
     if (takes && !val) {
@@ -219,6 +244,15 @@ static int parse_args(int argc, char **argv, wb_config *cfg) {
       cfg->list = true;
     } else if (strcmp(opt, "--quick") == 0) {
       cfg->quick = true;
+    } else if (strcmp(opt, "--peers") == 0) {
+      cfg->peers = true;
+    } else if (strcmp(opt, "--load-compare") == 0) {
+      cfg->load_compare = true;
+    } else if (strcmp(opt, "--load") == 0) {
+      if (!parse_count(val, 0, WB_MAX_LOAD, &cfg->load))
+        return bad_usage("--load '%s': expected a number of busy threads in 0..%u", val,
+                         WB_MAX_LOAD);
+      load_given = true;
     } else if (strcmp(opt, "--filter") == 0) {
       if (!*val) return bad_usage("--filter needs a non-empty substring");
       cfg->filter = val;
@@ -236,6 +270,10 @@ static int parse_args(int argc, char **argv, wb_config *cfg) {
       cfg->json_path = val;
     }
   }
+  if (cfg->load_compare && !load_given) cfg->load = WB_LOAD_COMPARE;
+  if (cfg->load_compare && cfg->load == 0)
+    return bad_usage("--load-compare compares with a loaded pass: --load must be at least 1");
+  cfg->passes = cfg->load_compare ? 2 : 1;
   return 0;
 }
 
@@ -252,21 +290,39 @@ typedef struct wb_fold_state {
 /* One benchmark against another, run k against run k of the same round. */
 typedef struct wb_pair {
   int other; /* result index, or -1 */
-  double target;
+  double target, cpu_target;
   unsigned rounds; /* rounds where both timed something */
   double median, min, max, cpu_median, cpu_min, cpu_max;
 } wb_pair;
 
+/* The thread classes of wb_account (harness.h). */
+enum { WB_CLIENT, WB_SCHED, WB_POOL, WB_OTHER, WB_NCLASS };
+static const char *const class_json[WB_NCLASS] = {"cpu_client", "cpu_scheduler", "cpu_pool",
+                                                  "cpu_other"};
+
+/* The measured runs of one pass: unloaded, or (--load-compare) beside the
+ * load threads. Per operation; NAN where not measured. */
+typedef struct wb_pass {
+  double *wall, *cpu; /* [reps] ns/op in run order; cpu: every thread but the load */
+  double *cls[WB_NCLASS], *fwait, *fwake, *ctx; /* [reps] (wb_account) */
+  double min, median, max, cpu_median, cls_median[WB_NCLASS], fwait_median, fwake_median,
+      ctx_median;
+  bool skipped;
+  wb_pair peer; /* against the peer's same pass */
+} wb_pass;
+
 struct wb_ctx {
   const wb_bench *bench;
   uint64_t iterations;
-  double *wall, *cpu; /* [reps] ns/op of the measured runs, in run order */
+  double *wall, *cpu; /* pass[0]'s [reps] ns/op of the measured runs, in run order */
   uint64_t runs, ops; /* every run, warm-up included */
   void *state;        /* what setup made */
   double min, median, max, ops_per_s, cpu_median;
   bool skipped; /* every measured run timed nothing */
   double ratio; /* median / baseline median, when paired_base.other >= 0 */
   wb_pair paired_base, paired_versus;
+  wb_pass pass[2]; /* [1]: --load-compare's loaded pass */
+  wb_pair rise;    /* --load-compare: pass[1]'s run k / pass[0]'s run k */
   wb_fold_state counters[WB_MAX_COUNTERS];
 };
 
@@ -354,6 +410,195 @@ void wb_warn(wb_ctx *c, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* ---- thread accounting and load -------------------------------------------------------------- */
+
+/* The --load threads: they spin until told to stop. Their CPU time is read
+ * through their thread clocks and their context switches from procfs, and
+ * both are taken out of every figure. */
+static struct {
+  unsigned n;
+  pthread_t thread[WB_MAX_LOAD];
+  clockid_t clock[WB_MAX_LOAD];
+  _Atomic int tid[WB_MAX_LOAD]; /* kernel thread ids, published by each thread */
+  _Atomic bool stop;
+} load;
+
+static void *load_main(void *arg) {
+  unsigned i = (unsigned)(uintptr_t)arg;
+  pthread_setname_np(pthread_self(), "load");
+  atomic_store(&load.tid[i], (int)syscall(SYS_gettid));
+  volatile uint64_t spins = 0;
+  while (!atomic_load_explicit(&load.stop, memory_order_relaxed)) spins = spins + 1;
+  return NULL;
+}
+
+static void load_start(unsigned n) {
+  atomic_store(&load.stop, false);
+  for (unsigned i = 0; i < n; i++) {
+    atomic_store(&load.tid[i], 0);
+    wb_check_pthread(pthread_create(&load.thread[i], NULL, load_main, (void *)(uintptr_t)i),
+                     "pthread_create (load)");
+    wb_check_pthread(pthread_getcpuclockid(load.thread[i], &load.clock[i]),
+                     "pthread_getcpuclockid (load)");
+  }
+  for (unsigned i = 0; i < n; i++)
+    while (atomic_load(&load.tid[i]) == 0) sched_yield();
+  load.n = n;
+}
+
+static void load_stop(void) {
+  atomic_store(&load.stop, true);
+  for (unsigned i = 0; i < load.n; i++)
+    wb_check_pthread(pthread_join(load.thread[i], NULL), "pthread_join (load)");
+  load.n = 0;
+}
+
+static bool is_load(int tid) {
+  for (unsigned i = 0; i < load.n; i++)
+    if (atomic_load_explicit(&load.tid[i], memory_order_relaxed) == tid) return true;
+  return false;
+}
+
+static uint64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  if (clock_gettime(id, &ts) != 0) wb_fatal("clock_gettime: %s", strerror(errno));
+  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* A small procfs file into |buf| (NUL-terminated); false when it can't be read. */
+static bool read_text(const char *path, char *buf, size_t len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t k = read(fd, buf, len - 1);
+  close(fd);
+  if (k <= 0) return false;
+  buf[k] = '\0';
+  return true;
+}
+
+/* The load threads' context switches (voluntary + involuntary), from their status files. */
+static uint64_t load_ctx(void) {
+  uint64_t n = 0;
+  for (unsigned i = 0; i < load.n; i++) {
+    char path[64], text[2048];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/status", atomic_load(&load.tid[i]));
+    if (!read_text(path, text, sizeof(text))) continue;
+    for (const char *key = text; (key = strstr(key, "ctxt_switches:")) != NULL;) {
+      key += strlen("ctxt_switches:");
+      n += strtoull(key, NULL, 10);
+    }
+  }
+  return n;
+}
+
+static uint64_t load_cpu(void) {
+  uint64_t ns = 0;
+  for (unsigned i = 0; i < load.n; i++) ns += clock_ns(load.clock[i]);
+  return ns;
+}
+
+/* On-CPU nanoseconds of one thread (schedstat's first field) and its class. */
+typedef struct wb_task_ns {
+  int tid, cls;
+  uint64_t ns;
+} wb_task_ns;
+
+typedef struct wb_tasks {
+  bool ok; /* /proc/self/task could be read */
+  wb_task_ns *v;
+  size_t n, cap;
+} wb_tasks;
+
+static int class_of(int tid, const char *comm) {
+  if (strcmp(comm, "weft-sched") == 0) return WB_SCHED;
+  if (strcmp(comm, "weft-pool") == 0) return WB_POOL;
+  if (tid == (int)getpid() || strcmp(comm, "client") == 0) return WB_CLIENT;
+  return WB_OTHER;
+}
+
+/* Every thread of the process but the client's and the load. */
+static void tasks_sample(wb_tasks *t) {
+  t->n = 0;
+  DIR *d = opendir("/proc/self/task");
+  t->ok = d != NULL;
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    int tid = atoi(e->d_name);
+    char path[64], comm[32], stat[128];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+    if (is_load(tid) || !read_text(path, comm, sizeof(comm))) continue;
+    comm[strcspn(comm, "\n")] = '\0';
+    int cls = class_of(tid, comm);
+    snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+    if (cls == WB_CLIENT || !read_text(path, stat, sizeof(stat))) continue; /* exited meanwhile */
+    if (t->n == t->cap) {
+      size_t nc = t->cap ? t->cap * 2 : 64;
+      wb_task_ns *v = realloc(t->v, nc * sizeof(*v));
+      if (!v) wb_fatal("out of memory for the thread accounting");
+      t->v = v;
+      t->cap = nc;
+    }
+    t->v[t->n++] = (wb_task_ns){.tid = tid, .cls = cls, .ns = strtoull(stat, NULL, 10)};
+  }
+  closedir(d);
+}
+
+/* Per class, the on-CPU time from |a| to |b|: a thread new in |b| counts
+ * from 0; one that exited between them is lost (and lands in the client's
+ * remainder, which is where wb_run_threads' threads belong). */
+static void tasks_delta(const wb_tasks *a, const wb_tasks *b, uint64_t out[WB_NCLASS]) {
+  for (int c = 0; c < WB_NCLASS; c++) out[c] = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    uint64_t from = 0;
+    for (size_t k = 0; k < a->n; k++)
+      if (a->v[k].tid == b->v[i].tid) {
+        from = a->v[k].ns;
+        break;
+      }
+    if (b->v[i].ns > from) out[b->v[i].cls] += b->v[i].ns - from;
+  }
+}
+
+/* What one run is measured by, besides its own wall time. */
+typedef struct wb_probe {
+  uint64_t cpu, load_cpu, ctx, load_ctx, fwait, fwake;
+  wb_tasks tasks;
+} wb_probe;
+
+static uint64_t ctx_switches(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) wb_fatal("getrusage: %s", strerror(errno));
+  return (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+}
+
+/* The windows nest: procfs is read outside the process's clocks, so that
+ * the walk's own time stays out of the figures, and the load's counters
+ * inside them, so that what is taken out for the load never exceeds what
+ * the process counted over the run (their difference over-counts the load's
+ * few microseconds between the reads, nothing on a run of milliseconds). */
+static void probe_begin(wb_probe *p, wb_account acct) {
+  if (acct != WB_ACCOUNT_NONE) {
+    tasks_sample(&p->tasks);
+    weft__futex_counts(&p->fwait, &p->fwake);
+    p->ctx = ctx_switches();
+    p->load_ctx = load_ctx();
+  }
+  p->cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  p->load_cpu = load_cpu();
+}
+
+static void probe_end(wb_probe *p, wb_account acct) {
+  p->load_cpu = load_cpu();
+  p->cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  if (acct != WB_ACCOUNT_NONE) {
+    p->load_ctx = load_ctx();
+    p->ctx = ctx_switches();
+    weft__futex_counts(&p->fwait, &p->fwake);
+    tasks_sample(&p->tasks);
+  }
+}
+
 /* ---- running -------------------------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b) {
@@ -373,12 +618,15 @@ static double median_copy(const double *v, size_t n, double *scratch) {
   return median_sort(scratch, n);
 }
 
-/* CPU time of the whole process (every thread) in nanoseconds. */
-static uint64_t cpu_now_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
-    wb_fatal("clock_gettime: %s", strerror(errno));
-  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+/* The median of the finite values of |v| (NAN when there is none). */
+static double median_finite(const double *v, size_t n) {
+  double *w = wb_calloc(n, sizeof(double));
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(v[i])) w[m++] = v[i];
+  double med = m ? median_sort(w, m) : NAN;
+  free(w);
+  return med;
 }
 
 static uint64_t scaled_iterations(const wb_bench *b, const wb_config *cfg) {
@@ -390,9 +638,20 @@ static uint64_t scaled_iterations(const wb_bench *b, const wb_config *cfg) {
 static void prepare(const wb_bench *b, const wb_config *cfg, wb_ctx *r) {
   r->bench = b;
   r->iterations = scaled_iterations(b, cfg);
-  r->wall = wb_calloc(cfg->reps, sizeof(double));
-  r->cpu = wb_calloc(cfg->reps, sizeof(double));
-  r->paired_base.other = r->paired_versus.other = -1;
+  for (unsigned k = 0; k < cfg->passes; k++) {
+    wb_pass *p = &r->pass[k];
+    double **arrays[] = {&p->wall,          &p->cpu,          &p->cls[WB_CLIENT],
+                         &p->cls[WB_SCHED], &p->cls[WB_POOL], &p->cls[WB_OTHER],
+                         &p->fwait,         &p->fwake,        &p->ctx};
+    for (size_t a = 0; a < sizeof(arrays) / sizeof(arrays[0]); a++) {
+      *arrays[a] = wb_calloc(cfg->reps, sizeof(double));
+      for (unsigned i = 0; i < cfg->reps; i++) (*arrays[a])[i] = NAN;
+    }
+    p->peer.other = -1;
+  }
+  r->wall = r->pass[0].wall;
+  r->cpu = r->pass[0].cpu;
+  r->paired_base.other = r->paired_versus.other = r->rise.other = -1;
   if (b->setup) b->setup(&r->state, r);
 }
 
@@ -400,49 +659,84 @@ static void prepare(const wb_bench *b, const wb_config *cfg, wb_ctx *r) {
  * in registry order (warm-up rounds first, unmeasured). Interleaving puts a
  * benchmark and its baseline side by side in time, so that a change of load
  * on a shared machine hits both alike instead of skewing their ratio. */
+static void run_one(wb_ctx *r, wb_pass *p, int m /* measured run, or -1 */, wb_probe pr[2]) {
+  wb_account acct = r->bench->account;
+  probe_begin(&pr[0], acct);
+  uint64_t ns = r->bench->run(r->state, r->iterations, r);
+  probe_end(&pr[1], acct);
+  r->runs++;
+  r->ops += r->iterations;
+  if (m < 0) return;
+  double ops = (double)r->iterations;
+  uint64_t cpu = (pr[1].cpu - pr[0].cpu) - (pr[1].load_cpu - pr[0].load_cpu);
+  p->wall[m] = (double)ns / ops;
+  p->cpu[m] = ns ? (double)cpu / ops : 0.0;
+  if (acct == WB_ACCOUNT_NONE || !ns) return;
+  if (pr[0].tasks.ok && pr[1].tasks.ok) {
+    uint64_t cls[WB_NCLASS];
+    tasks_delta(&pr[0].tasks, &pr[1].tasks, cls);
+    uint64_t rest = cls[WB_SCHED] + cls[WB_POOL] + cls[WB_OTHER];
+    cls[WB_CLIENT] = cpu > rest ? cpu - rest : 0; /* the client's threads: the remainder */
+    for (int c = 0; c < WB_NCLASS; c++) p->cls[c][m] = (double)cls[c] / ops;
+  }
+  uint64_t ctx = (pr[1].ctx - pr[0].ctx) - (pr[1].load_ctx - pr[0].load_ctx);
+  p->ctx[m] = (double)ctx / ops;
+  if (acct == WB_ACCOUNT_WEFT) {
+    p->fwait[m] = (double)(pr[1].fwait - pr[0].fwait) / ops;
+    p->fwake[m] = (double)(pr[1].fwake - pr[0].fwake) / ops;
+  }
+}
+
 static void run_rounds(const wb_config *cfg, bool progress, wb_ctx *rs, size_t n) {
   unsigned rounds = cfg->warmup + cfg->reps;
+  wb_probe pr[2] = {{0}};
   for (unsigned k = 0; k < rounds; k++) {
     bool warm = k < cfg->warmup;
     if (progress)
       fprintf(stderr, "\r%s %u/%u ", warm ? "warm-up" : "round", warm ? k + 1 : k - cfg->warmup + 1,
               warm ? cfg->warmup : cfg->reps);
-    for (size_t i = 0; i < n; i++) {
-      wb_ctx *r = &rs[i];
-      uint64_t c0 = cpu_now_ns();
-      uint64_t ns = r->bench->run(r->state, r->iterations, r);
-      uint64_t c1 = cpu_now_ns();
-      r->runs++;
-      r->ops += r->iterations;
-      if (warm) continue;
-      r->wall[k - cfg->warmup] = (double)ns / (double)r->iterations;
-      r->cpu[k - cfg->warmup] = ns ? (double)(c1 - c0) / (double)r->iterations : 0.0;
+    for (unsigned pass = 0; pass < cfg->passes; pass++) {
+      if (pass == 1) load_start(cfg->load); /* --load-compare's loaded pass */
+      for (size_t i = 0; i < n; i++)
+        run_one(&rs[i], &rs[i].pass[pass], warm ? -1 : (int)(k - cfg->warmup), pr);
+      if (pass == 1) load_stop();
     }
   }
+  for (int i = 0; i < 2; i++) free(pr[i].tasks.v);
   if (progress) fputs("\r                    \r", stderr);
 }
 
 static void summarize(const wb_config *cfg, wb_ctx *r) {
   double *sorted = wb_calloc(cfg->reps, sizeof(double));
-  r->median = median_copy(r->wall, cfg->reps, sorted);
-  r->min = sorted[0];
-  r->max = sorted[cfg->reps - 1];
+  for (unsigned k = 0; k < cfg->passes; k++) {
+    wb_pass *p = &r->pass[k];
+    p->median = median_copy(p->wall, cfg->reps, sorted);
+    p->min = sorted[0];
+    p->max = sorted[cfg->reps - 1];
+    p->cpu_median = median_copy(p->cpu, cfg->reps, sorted);
+    p->skipped = p->max <= 0.0;
+    for (int c = 0; c < WB_NCLASS; c++) p->cls_median[c] = median_finite(p->cls[c], cfg->reps);
+    p->fwait_median = median_finite(p->fwait, cfg->reps);
+    p->fwake_median = median_finite(p->fwake, cfg->reps);
+    p->ctx_median = median_finite(p->ctx, cfg->reps);
+  }
+  r->median = r->pass[0].median;
+  r->min = r->pass[0].min;
+  r->max = r->pass[0].max;
   r->ops_per_s = r->median > 0.0 ? 1e9 / r->median : 0.0;
-  r->cpu_median = median_copy(r->cpu, cfg->reps, sorted);
-  r->skipped = r->max <= 0.0;
+  r->cpu_median = r->pass[0].cpu_median;
+  r->skipped = r->pass[0].skipped;
   free(sorted);
 }
 
-/* Pairs run k of |r| with run k of |p->other| (the same round). */
-static void pair_up(const wb_config *cfg, const wb_ctx *rs, const wb_ctx *r, wb_pair *p) {
-  if (p->other < 0) return;
-  const wb_ctx *o = &rs[p->other];
+/* Pairs run k of |a| with run k of |b| (the same round) into |p|. */
+static void pair_passes(const wb_config *cfg, const wb_pass *a, const wb_pass *b, wb_pair *p) {
   double *w = wb_calloc(cfg->reps, sizeof(double)), *c = wb_calloc(cfg->reps, sizeof(double));
   unsigned n = 0;
   for (unsigned k = 0; k < cfg->reps; k++) {
-    if (r->wall[k] <= 0.0 || o->wall[k] <= 0.0) continue;
-    w[n] = r->wall[k] / o->wall[k];
-    c[n] = o->cpu[k] > 0.0 ? r->cpu[k] / o->cpu[k] : 0.0;
+    if (a->wall[k] <= 0.0 || b->wall[k] <= 0.0) continue;
+    w[n] = a->wall[k] / b->wall[k];
+    c[n] = b->cpu[k] > 0.0 ? a->cpu[k] / b->cpu[k] : 0.0;
     n++;
   }
   p->rounds = n;
@@ -456,6 +750,11 @@ static void pair_up(const wb_config *cfg, const wb_ctx *rs, const wb_ctx *r, wb_
   }
   free(w);
   free(c);
+}
+
+/* Pairs run k of |r| with run k of |p->other| (the same round). */
+static void pair_up(const wb_config *cfg, const wb_ctx *rs, const wb_ctx *r, wb_pair *p) {
+  if (p->other >= 0) pair_passes(cfg, &r->pass[0], &rs[p->other].pass[0], p);
 }
 
 /* ---- reports: the tables -------------------------------------------------------------------- */
@@ -692,6 +991,148 @@ static void print_pairs(FILE *f, const wb_ctx *rs, size_t n) {
   }
 }
 
+/* A cell of a per-op figure, or "-" when not measured. */
+static void figure_cell(char *cell, double v, int decimals) {
+  if (isfinite(v))
+    CELL(cell, "%.*f", decimals, v);
+  else
+    CELL(cell, "-");
+}
+
+/* The accounted benchmarks' CPU per thread class and system calls, for one pass. */
+static void print_threads(FILE *f, const wb_config *cfg, const wb_ctx *rs, size_t n,
+                          unsigned pass) {
+  static const char *head[] = {"benchmark", "wall",  "cpu",         "client",      "sched",
+                               "pool",      "other", "futex_waits", "futex_wakes", "ctx_sw"};
+  wb_table t;
+  table_init(&t, 10);
+  t.left[0] = true;
+  char(*row)[WB_CELL] = table_row(&t);
+  for (unsigned c = 0; c < 10; c++) CELL(row[c], "%s", head[c]);
+  for (size_t i = 0; i < n; i++) {
+    const wb_ctx *r = &rs[i];
+    const wb_pass *p = &r->pass[pass];
+    if (r->bench->account == WB_ACCOUNT_NONE || p->skipped) continue;
+    row = table_row(&t);
+    CELL(row[0], "%s", r->bench->name);
+    CELL(row[1], "%.1f", p->median);
+    CELL(row[2], "%.1f", p->cpu_median);
+    for (int c = 0; c < WB_NCLASS; c++) figure_cell(row[3 + c], p->cls_median[c], 1);
+    figure_cell(row[7], p->fwait_median, 3);
+    figure_cell(row[8], p->fwake_median, 3);
+    figure_cell(row[9], p->ctx_median, 3);
+  }
+  if (t.nrows == 1) {
+    free(t.cells);
+    return;
+  }
+  unsigned nload = pass == 1 || !cfg->load_compare ? cfg->load : 0;
+  fprintf(f,
+          "\nthreads%s: per operation, medians over the measured runs: wall and CPU ns "
+          "(CPU: every thread%s), CPU ns by thread class, weft's futex calls, context "
+          "switches\n\n",
+          nload ? " (loaded)" : "", nload ? " but the load's" : "");
+  table_print(f, &t);
+  fprintf(f,
+          "client = the benchmark's threads (total less the classes beside it); sched = "
+          "weft-sched, pool = weft-pool threads; other = any other thread (oneTBB's workers, the "
+          "naive queue's); futex_* = weft__futex_counts (weft's own calls; '-' for other "
+          "runtimes); ctx_sw = voluntary + involuntary (getrusage)\n");
+  if (nload)
+    fprintf(f,
+            "beside %u busy \"load\" thread%s; their CPU time and context switches are left out\n",
+            nload, nload == 1 ? "" : "s");
+}
+
+/* weft against its peer, per pass. */
+static void print_peers(FILE *f, const wb_config *cfg, const wb_ctx *rs, size_t n) {
+  static const char *head[] = {"benchmark", "peer", "load",   "rounds", "wall",
+                               "spread",    "cpu",  "spread", "target", "verdict"};
+  wb_table t;
+  table_init(&t, 10);
+  t.left[0] = t.left[1] = t.left[9] = true;
+  char(*row)[WB_CELL] = table_row(&t);
+  for (unsigned c = 0; c < 10; c++) CELL(row[c], "%s", head[c]);
+  for (unsigned pass = 0; pass < cfg->passes; pass++)
+    for (size_t i = 0; i < n; i++) {
+      const wb_ctx *r = &rs[i];
+      const wb_pair *p = &r->pass[pass].peer;
+      if (p->other < 0 || !p->rounds) continue;
+      row = table_row(&t);
+      CELL(row[0], "%s", r->bench->name);
+      CELL(row[1], "%s", rs[p->other].bench->name);
+      CELL(row[2], "%u", pass == 1 || !cfg->load_compare ? cfg->load : 0);
+      CELL(row[3], "%u", p->rounds);
+      CELL(row[4], "%.3f", p->median);
+      spread_cell(row[5], p);
+      CELL(row[6], "%.3f", p->cpu_median);
+      CELL(row[7], "%.2f..%.2f", p->cpu_min, p->cpu_max);
+      if (p->target > 0.0 && p->cpu_target > 0.0) {
+        CELL(row[8], "%.2f / %.2f", p->target, p->cpu_target);
+        CELL(row[9], "wall %s, cpu %s", p->median <= p->target ? "met" : "NOT MET",
+             p->cpu_median <= p->cpu_target ? "met" : "NOT MET");
+      } else {
+        CELL(row[8], "-");
+        CELL(row[9], "-");
+      }
+    }
+  if (t.nrows == 1) {
+    free(t.cells);
+    return;
+  }
+  fputs("\npeers: run k / the peer's run k of the same round, per operation (wall: ns; cpu: every "
+        "thread but the load's), median and min..max over the rounds; load = busy threads beside "
+        "the run; target = wall / cpu (informational: never fails the run)\n\n",
+        f);
+  table_print(f, &t);
+}
+
+/* --load-compare: unloaded against loaded, and the peers' rises side by side. */
+static void print_load(FILE *f, const wb_config *cfg, const wb_ctx *rs, size_t n) {
+  if (!cfg->load_compare) return;
+  static const char *head[] = {"benchmark", "wall",   "loaded", "cpu",       "loaded",
+                               "cpu rise",  "spread", "peer",   "peer rise", "verdict"};
+  wb_table t;
+  table_init(&t, 10);
+  t.left[0] = t.left[7] = t.left[9] = true;
+  char(*row)[WB_CELL] = table_row(&t);
+  for (unsigned c = 0; c < 10; c++) CELL(row[c], "%s", head[c]);
+  for (size_t i = 0; i < n; i++) {
+    const wb_ctx *r = &rs[i];
+    const wb_pair *q = &r->rise;
+    if (r->skipped || !q->rounds) continue;
+    row = table_row(&t);
+    CELL(row[0], "%s", r->bench->name);
+    CELL(row[1], "%.1f", r->pass[0].median);
+    CELL(row[2], "%.1f", r->pass[1].median);
+    CELL(row[3], "%.1f", r->pass[0].cpu_median);
+    CELL(row[4], "%.1f", r->pass[1].cpu_median);
+    CELL(row[5], "%.3f", q->cpu_median);
+    CELL(row[6], "%.2f..%.2f", q->cpu_min, q->cpu_max);
+    int o = r->pass[0].peer.other;
+    if (o >= 0 && rs[o].rise.rounds) {
+      CELL(row[7], "%s", rs[o].bench->name);
+      CELL(row[8], "%.3f", rs[o].rise.cpu_median);
+      CELL(row[9], "rise <= peer's: %s",
+           q->cpu_median <= rs[o].rise.cpu_median ? "met" : "NOT MET");
+    } else {
+      CELL(row[7], "-");
+      CELL(row[8], "-");
+      CELL(row[9], "-");
+    }
+  }
+  if (t.nrows == 1) {
+    free(t.cells);
+    return;
+  }
+  fprintf(f,
+          "\nload: each round ran unloaded, then beside %u busy thread%s; ns per operation "
+          "(CPU: every thread but the load's); cpu rise = loaded run k's CPU / unloaded run k's, "
+          "median and min..max over the rounds (informational)\n\n",
+          cfg->load, cfg->load == 1 ? "" : "s");
+  table_print(f, &t);
+}
+
 static void print_notes(FILE *f, const wb_group *g) {
   for (size_t i = 0; i < nnotes; i++)
     if (notes[i].from->bench->group == g)
@@ -820,6 +1261,7 @@ static void json_key(FILE *f, const char *key, const char *suffix) {
 static void json_pair(FILE *f, const char *key, const wb_ctx *rs, const wb_ctx *r,
                       const wb_pair *p) {
   json_key(f, key, "");
+  bool peer = p == &r->pass[0].peer || p == &r->pass[1].peer;
   if (!pair_timed(rs, r, p)) {
     fputs("null", f);
     return;
@@ -841,10 +1283,55 @@ static void json_pair(FILE *f, const char *key, const wb_ctx *rs, const wb_ctx *
   fputs(", \"target\": ", f);
   if (p->target > 0.0) {
     json_number(f, p->target);
-    fprintf(f, ", \"target_met\": %s}", p->median <= p->target ? "true" : "false");
+    fprintf(f, ", \"target_met\": %s", p->median <= p->target ? "true" : "false");
   } else {
-    fputs("null, \"target_met\": null}", f);
+    fputs("null, \"target_met\": null", f);
   }
+  if (peer) {
+    fputs(", \"cpu_target\": ", f);
+    if (p->cpu_target > 0.0) {
+      json_number(f, p->cpu_target);
+      fprintf(f, ", \"cpu_target_met\": %s", p->cpu_median <= p->cpu_target ? "true" : "false");
+    } else {
+      fputs("null, \"cpu_target_met\": null", f);
+    }
+  }
+  fputc('}', f);
+}
+
+/* A pass's thread accounting: medians per operation, null where not measured. */
+static void json_accounting(FILE *f, const wb_pass *p) {
+  for (int c = 0; c < WB_NCLASS; c++) {
+    json_key(f, class_json[c], "");
+    json_number(f, p->skipped ? NAN : p->cls_median[c]);
+  }
+  const double v[] = {p->fwait_median, p->fwake_median, p->ctx_median};
+  const char *names[] = {"futex_waits", "futex_wakes", "ctx_switches"};
+  for (int i = 0; i < 3; i++) {
+    json_key(f, names[i], "");
+    json_number(f, p->skipped ? NAN : v[i]);
+  }
+}
+
+static void json_rise(FILE *f, const wb_pair *q) {
+  json_key(f, "rise", "");
+  if (!q->rounds) {
+    fputs("null", f);
+    return;
+  }
+  fprintf(f, "{\"rounds\": %u, \"cpu_median\": ", q->rounds);
+  json_number(f, q->cpu_median);
+  fputs(", \"cpu_min\": ", f);
+  json_number(f, q->cpu_min);
+  fputs(", \"cpu_max\": ", f);
+  json_number(f, q->cpu_max);
+  fputs(", \"median\": ", f);
+  json_number(f, q->median);
+  fputs(", \"min\": ", f);
+  json_number(f, q->min);
+  fputs(", \"max\": ", f);
+  json_number(f, q->max);
+  fputc('}', f);
 }
 
 static void json_samples(FILE *f, const char *key, const double *v, unsigned n) {
@@ -886,7 +1373,32 @@ static void json_result(FILE *f, const wb_config *cfg, const wb_ctx *rs, const w
   }
   json_samples(f, "samples", r->wall, cfg->reps);
   json_samples(f, "cpu_samples", r->cpu, cfg->reps);
-  fputc('}', f);
+  json_accounting(f, &r->pass[0]);
+  json_key(f, "peer", "");
+  if (r->pass[0].peer.other >= 0)
+    json_string(f, rs[r->pass[0].peer.other].bench->name);
+  else
+    fputs("null", f);
+  json_pair(f, "paired_peer", rs, r, &r->pass[0].peer);
+  json_key(f, "loaded", "");
+  if (cfg->passes < 2) {
+    fputs("null}", f);
+    return;
+  }
+  const wb_pass *p = &r->pass[1];
+  fprintf(f, "{\"load\": %u", cfg->load);
+  const double loaded[] = {p->min, p->median, p->max, p->cpu_median};
+  const char *loaded_names[] = {"min", "median", "max", "cpu_median"};
+  for (int i = 0; i < 4; i++) {
+    json_key(f, loaded_names[i], "");
+    json_number(f, p->skipped ? NAN : loaded[i]);
+  }
+  json_samples(f, "samples", p->wall, cfg->reps);
+  json_samples(f, "cpu_samples", p->cpu, cfg->reps);
+  json_accounting(f, p);
+  json_pair(f, "paired_peer", rs, r, &p->peer);
+  json_rise(f, &r->rise);
+  fputs("}}", f);
 }
 
 static void json_group(FILE *f, const wb_group *g, const wb_ctx *rs, size_t n) {
@@ -950,8 +1462,9 @@ static void print_json(FILE *f, const wb_config *cfg, const wb_host *h, const wb
   }
   fprintf(f,
           "},\n  \"config\": {\"reps\": %u, \"warmup\": %u, \"scale\": %g, \"quick\": %s, "
-          "\"filter\": ",
-          cfg->reps, cfg->warmup, cfg->scale, cfg->quick ? "true" : "false");
+          "\"peers\": %s, \"load\": %u, \"load_compare\": %s, \"filter\": ",
+          cfg->reps, cfg->warmup, cfg->scale, cfg->quick ? "true" : "false",
+          cfg->peers ? "true" : "false", cfg->load, cfg->load_compare ? "true" : "false");
   if (cfg->filter)
     json_string(f, cfg->filter);
   else
@@ -985,11 +1498,51 @@ static void list_benches(void) {
            b->description ? b->description : "");
     if (b->baseline) printf(" [baseline: %s]", b->baseline);
     if (b->versus) printf(" [versus: %s]", b->versus);
+    if (b->peer) printf(" [peer: %s]", b->peer);
     putchar('\n');
   }
 }
 
 /* ---- main ----------------------------------------------------------------------------------- */
+
+/* Why bench/CMakeLists.txt built no peer (bench/peers/), for --peers. */
+#ifndef WEFT_BENCH_NO_PEERS
+#define WEFT_BENCH_NO_PEERS "no peer registered"
+#endif
+
+/* Whether some registered benchmark has a registered peer. */
+static bool any_peer(void) {
+  for (size_t i = 0; i < nregistered; i++)
+    if (registry[i]->peer && find_bench(registry[i]->peer) >= 0) return true;
+  return false;
+}
+
+/* The order the selected benchmarks run in, each round: registry order;
+ * with --peers, each peer right after the benchmarks that name it, so that
+ * weft and its peer alternate in time. */
+static void order_selection(const wb_config *cfg, const bool *selected, size_t *order) {
+  size_t n = 0;
+  if (!cfg->peers) {
+    for (size_t i = 0; i < nregistered; i++)
+      if (selected[i]) order[n++] = i;
+    return;
+  }
+  bool placed[WB_MAX_BENCHES] = {false};
+  for (size_t i = 0; i < nregistered; i++) {
+    if (!selected[i] || !registry[i]->peer || placed[i]) continue;
+    int peer = find_bench(registry[i]->peer);
+    for (size_t k = i; k < nregistered; k++)
+      if (selected[k] && !placed[k] && registry[k]->peer &&
+          strcmp(registry[k]->peer, registry[peer]->name) == 0) {
+        order[n++] = k;
+        placed[k] = true;
+      }
+    if (!placed[peer]) order[n++] = (size_t)peer;
+    placed[peer] = true;
+  }
+  for (size_t i = 0; i < nregistered; i++) /* anything else selected (none, today) */
+    if (selected[i] && !placed[i]) order[n++] = i;
+}
 
 int wb_main(int argc, char **argv) {
   wb_config cfg = {.reps = 5, .warmup = 1, .scale = 1.0};
@@ -1008,19 +1561,36 @@ int wb_main(int argc, char **argv) {
     list_benches();
     return 0;
   }
+  if (cfg.peers && !any_peer()) {
+    printf("weft-bench: built without oneTBB (%s): --peers has no peer to compare with; nothing "
+           "was run\n",
+           WEFT_BENCH_NO_PEERS);
+    return 0;
+  }
 
-  /* Selection: the filtered benchmarks plus those they compare with, in registry order. */
+  /* Selection: the filtered benchmarks plus those they compare with (with
+   * --peers: the benchmarks that have a peer, and their peers). */
   bool selected[WB_MAX_BENCHES] = {false};
   size_t nsel = 0;
   for (size_t i = 0; i < nregistered; i++) {
-    if (cfg.filter && !strstr(registry[i]->name, cfg.filter)) continue;
-    if (cfg.quick && !cfg.filter && registry[i]->heavy) continue;
+    const wb_bench *b = registry[i];
+    int peer = b->peer ? find_bench(b->peer) : -1;
+    if (cfg.peers && peer < 0) continue;
+    if (cfg.filter && !strstr(b->name, cfg.filter) &&
+        !(cfg.peers && strstr(registry[peer]->name, cfg.filter)))
+      continue;
+    if (cfg.quick && !cfg.filter && b->heavy) continue;
     selected[i] = true;
-    if (registry[i]->baseline) selected[find_bench(registry[i]->baseline)] = true;
-    if (registry[i]->versus) selected[find_bench(registry[i]->versus)] = true;
+    if (b->baseline && !cfg.peers) selected[find_bench(b->baseline)] = true;
+    if (b->versus && !cfg.peers) selected[find_bench(b->versus)] = true;
+    if (peer >= 0) selected[peer] = true;
   }
   for (size_t i = 0; i < nregistered; i++) nsel += selected[i];
-  if (nsel == 0) return bad_usage("no benchmark matches --filter '%s' (see --list)", cfg.filter);
+  if (nsel == 0)
+    return bad_usage("no benchmark matches --filter '%s'%s (see --list)", cfg.filter,
+                     cfg.peers ? " among those with a peer" : "");
+  size_t order[WB_MAX_BENCHES];
+  order_selection(&cfg, selected, order);
 
   /* Open the JSON file first: a bad path fails now, not after the run. */
   FILE *json = NULL;
@@ -1038,29 +1608,40 @@ int wb_main(int argc, char **argv) {
   wb_ctx *rs = wb_calloc(nsel, sizeof(*rs));
   int index_of[WB_MAX_BENCHES]; /* registry index -> result index */
   bool progress = isatty(STDERR_FILENO) && table != stderr;
-  size_t n = 0;
-  for (size_t i = 0; i < nregistered; i++) {
-    index_of[i] = -1;
-    if (!selected[i]) continue;
-    index_of[i] = (int)n;
-    prepare(registry[i], &cfg, &rs[n++]);
-  }
+  for (size_t i = 0; i < nregistered; i++) index_of[i] = -1;
+  for (size_t k = 0; k < nsel; k++) index_of[order[k]] = (int)k;
+  /* --load without --load-compare: the load runs from the first setup to the last teardown. */
+  bool whole_load = cfg.load && !cfg.load_compare;
+  if (whole_load) load_start(cfg.load);
+  for (size_t k = 0; k < nsel; k++) prepare(registry[order[k]], &cfg, &rs[k]);
+  size_t n = nsel;
   run_rounds(&cfg, progress, rs, n);
   for (size_t i = 0; i < n; i++) {
     if (rs[i].bench->teardown) rs[i].bench->teardown(rs[i].state, &rs[i]);
     summarize(&cfg, &rs[i]);
   }
+  if (whole_load) load_stop();
   for (size_t i = 0; i < n; i++) {
     wb_ctx *r = &rs[i];
     const wb_bench *b = r->bench;
-    if (b->baseline) {
+    int peer = b->peer ? find_bench(b->peer) : -1;
+    if (peer >= 0 && index_of[peer] >= 0)
+      for (unsigned k = 0; k < cfg.passes; k++) {
+        wb_pair *p = &r->pass[k].peer;
+        p->other = index_of[peer];
+        p->target = b->peer_target;
+        p->cpu_target = b->peer_cpu_target;
+        pair_passes(&cfg, &r->pass[k], &rs[p->other].pass[k], p);
+      }
+    if (cfg.passes == 2) pair_passes(&cfg, &r->pass[1], &r->pass[0], &r->rise);
+    if (b->baseline && index_of[find_bench(b->baseline)] >= 0) {
       r->paired_base.other = index_of[find_bench(b->baseline)];
       r->paired_base.target = b->target_ratio;
       const wb_ctx *base = &rs[r->paired_base.other];
       r->ratio = base->median > 0.0 ? r->median / base->median : INFINITY;
       pair_up(&cfg, rs, r, &r->paired_base);
     }
-    if (b->versus) {
+    if (b->versus && index_of[find_bench(b->versus)] >= 0) {
       r->paired_versus.other = index_of[find_bench(b->versus)];
       r->paired_versus.target = b->versus_target;
       pair_up(&cfg, rs, r, &r->paired_versus);
@@ -1079,6 +1660,9 @@ int wb_main(int argc, char **argv) {
     print_notes(table, NULL);
   }
   for (size_t i = 0; i < ngroups; i++) print_group(table, groups[i], rs, n);
+  for (unsigned k = 0; k < cfg.passes; k++) print_threads(table, &cfg, rs, n, k);
+  print_peers(table, &cfg, rs, n);
+  print_load(table, &cfg, rs, n);
   rc = 0;
   if (fflush(table) != 0) rc = 1;
   if (json) {
@@ -1096,8 +1680,15 @@ int wb_main(int argc, char **argv) {
     rc = 1;
   }
   for (size_t i = 0; i < n; i++) {
-    free(rs[i].wall);
-    free(rs[i].cpu);
+    for (unsigned k = 0; k < cfg.passes; k++) {
+      wb_pass *p = &rs[i].pass[k];
+      free(p->wall);
+      free(p->cpu);
+      for (int c = 0; c < WB_NCLASS; c++) free(p->cls[c]);
+      free(p->fwait);
+      free(p->fwake);
+      free(p->ctx);
+    }
     for (unsigned c = 0; c < WB_MAX_COUNTERS; c++) free(rs[i].counters[c].vals);
   }
   free(rs);

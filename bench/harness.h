@@ -27,6 +27,12 @@
  * benchmark's group declares, notes (wb_note) and failed checks (wb_warn,
  * which make the program exit 1 once every report is written).
  *
+ * A benchmark that sets |account| also gets, per run, the CPU time of each
+ * class of the process's threads (the client, weft's scheduler and pool,
+ * any other), weft's futex calls and the context switches (see wb_account);
+ * one that names a |peer| (the same workload on another runtime, e.g.
+ * bench/peers/'s oneTBB flow graph) is compared with it run by run.
+ *
  * Failures inside a benchmark are not recoverable: wb_check and wb_fatal
  * print the reason to stderr and exit the program with status 1. */
 #ifndef WEFT_BENCH_HARNESS_H
@@ -64,6 +70,18 @@ typedef struct wb_group {
   wb_counter counters[WB_MAX_COUNTERS];
 } wb_group;
 
+/* What the harness measures around each run besides its wall time and the
+ * process's CPU time. Threads are classed by /proc/self/task/<tid>/comm:
+ * "weft-sched" (weft's scheduler), "weft-pool" (weft's host pool), and any
+ * other thread but the client's (TBB's workers, the naive baseline's);
+ * "client" is the rest of the process's CPU time: the thread that runs the
+ * benchmark and the threads it starts (wb_run_threads, named "client"). */
+typedef enum wb_account {
+  WB_ACCOUNT_NONE,    /* wall and process CPU only */
+  WB_ACCOUNT_THREADS, /* + CPU per thread class (schedstat) and context switches (getrusage) */
+  WB_ACCOUNT_WEFT,    /* + weft's futex calls (weft__futex_counts: weft's own calls only) */
+} wb_account;
+
 /* The harness's side of one selected benchmark (opaque). */
 typedef struct wb_ctx wb_ctx;
 
@@ -78,6 +96,14 @@ typedef struct wb_bench {
   /* A second comparison, shown in the paired-ratio table only, or NULL. */
   const char *versus;
   double versus_target;
+  /* The same workload on another runtime (a benchmark of bench/peers/), or
+   * NULL: when both run, the ratios of their runs k (wall and CPU per
+   * operation) are reported against peer_target / peer_cpu_target (> 0;
+   * informational). A peer that is not registered (built without it) is
+   * ignored. */
+  const char *peer;
+  double peer_target, peer_cpu_target;
+  wb_account account;
   double target_ns;    /* > 0: the median should be at most that (informational) */
   uint64_t iterations; /* operations per run at --scale 1 */
   /* Too slow or memory-hungry for --quick (hundreds of MiB per operation): skipped there
@@ -131,7 +157,7 @@ void wb_check_pthread(int rc, const char *what);
 /* calloc that exits with status 1 when memory runs out. */
 void *wb_calloc(size_t n, size_t size);
 
-/* Runs |body| on |nthreads| new threads (1..64) released together from a
+/* Runs |body| on |nthreads| new threads (1..64, named "client") released together from a
  * barrier; thread |idx| performs |count| of the |total| operations (split as
  * evenly as possible). Returns the nanoseconds from the first thread's start
  * to the last thread's end (thread creation and join are not counted). */
@@ -151,5 +177,6 @@ void wb_register_workloads(void);
 void wb_register_graph(void);
 void wb_register_cuda(void);
 void wb_register_io(void);
+void wb_register_peers(void); /* bench/peers/peers.c, in a build with oneTBB */
 
 #endif

@@ -10,5 +10,8 @@ int main(int argc, char **argv) {
   wb_register_graph();
   wb_register_cuda();
   wb_register_io();
+#ifdef WEFT_BENCH_PEERS
+  wb_register_peers(); /* bench/peers/: built with oneTBB */
+#endif
   return wb_main(argc, argv);
 }

@@ -33,9 +33,10 @@ bool weft__futex_wait_ns(_Atomic uint32_t *word, uint32_t expected, uint64_t ns)
   return !(rc == -1 && errno == ETIMEDOUT);
 }
 
-void weft__futex_wake(_Atomic uint32_t *word, int count) {
+int weft__futex_wake(_Atomic uint32_t *word, int count) {
   atomic_fetch_add_explicit(&futex_wakes, 1, memory_order_relaxed);
-  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+  long n = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+  return n > 0 ? (int)n : 0;
 }
 
 void weft__cpu_relax(void) {

@@ -33,7 +33,8 @@ void __tsan_release(void *addr);
 
 /* Blocks while *word == expected (spurious returns allowed). */
 void weft__futex_wait(_Atomic uint32_t *word, uint32_t expected);
-void weft__futex_wake(_Atomic uint32_t *word, int count);
+/* Returns how many threads it woke. */
+int weft__futex_wake(_Atomic uint32_t *word, int count);
 /* As weft__futex_wait, for at most |ns|; false when it timed out. */
 bool weft__futex_wait_ns(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 /* The futex system calls this process made so far (waits, timed or not; wakes). */
@@ -43,18 +44,46 @@ void weft__cpu_relax(void);
 
 /* An event count: lets a consumer park until "something changed" without a
  * lost wake-up. Consumer: k = prepare(); if (!condition) wait(k); else cancel().
- * Producer: make the condition true, then notify(). */
+ * Producer: make the condition true, then notify().
+ *
+ * |epoch|'s bit 0 is the PARKED bit: a consumer sets it in prepare; the first
+ * notifier after it clears it (bumping the count in bits 1..31) and makes the
+ * one wake system call; later notifiers see it clear and make none, until a
+ * consumer prepares again. (The old design woke whenever a sleeper count was
+ * non-zero, and only the sleeper decremented it once back on a CPU: every
+ * notify in between made a system call.) |sleepers| counts consumers between
+ * prepare and their return, for dumps and the hunting build; no notifier
+ * reads it to decide.
+ *
+ * Why no wake-up is lost (each consumer's k is the epoch after its own
+ * fetch_or, bit set):
+ *  - Consumer: C1 fetch_or(PARKED) (seq_cst RMW), C2 seq_cst fence, C3 load
+ *    the condition, C4 futex_wait(epoch, k): sleeps only if epoch == k still.
+ *  - Producer: P1 store the condition, P2 seq_cst fence, P3 load epoch, P4 if
+ *    PARKED: CAS it to (e + 1) (bit clear, count + 1), P5 futex_wake.
+ *  The two fences order C1 before C3 and P1 before P3, so (store buffering is
+ *  excluded between seq_cst fences) either C3 sees P1 (the consumer cancels),
+ *  or P3 reads C1's write or a later one in epoch's modification order. Every
+ *  later write is a bump, or a fetch_or that changes nothing while the bit is
+ *  set, so P3 reads k itself (PARKED: P4/P5 move the epoch off k and wake, so
+ *  C4 returns whether it entered the kernel before P5 or after P4) or a value
+ *  some notifier already moved off k (C4 does not sleep). The count only
+ *  repeats after 2^31 notifications inside one consumer's prepare..wait.
+ *  A cancelled consumer leaves the bit set: the next notifier pays one
+ *  needless wake, bounded by one per prepare. */
 typedef struct weft_eventcount {
-  _Atomic uint32_t epoch;
+  _Atomic uint32_t epoch; /* bit 0: PARKED; the futex word */
   _Atomic uint32_t sleepers;
 } weft_eventcount;
 
+#define WEFT_EC_PARKED 1u
+
 static inline uint32_t weft__ec_prepare(weft_eventcount *ec) {
-  uint32_t k = atomic_load_explicit(&ec->epoch, memory_order_acquire);
+  atomic_fetch_add_explicit(&ec->sleepers, 1, memory_order_relaxed);
   WEFT_HUNT_POINT(1);
-  atomic_fetch_add_explicit(&ec->sleepers, 1, memory_order_seq_cst);
-  /* seq_cst pairs with notify's fence: either the producer sees sleepers > 0
-   * or the consumer's recheck sees the producer's condition. */
+  uint32_t k =
+      atomic_fetch_or_explicit(&ec->epoch, WEFT_EC_PARKED, memory_order_seq_cst) | WEFT_EC_PARKED;
+  /* C2: orders the RMW before the caller's recheck of its condition. */
   atomic_thread_fence(memory_order_seq_cst);
   WEFT_HUNT_POINT(2);
   return k;
@@ -81,10 +110,11 @@ static inline bool weft__ec_wait_ns(weft_eventcount *ec, uint32_t k, uint64_t ns
  * that owe the device progress. Parks as weft__ec_wait_ns; when that times
  * out, asks |owed(arg, 0)| whether work is waiting that this thread should
  * have been woken for. If so, parks once more for WEFT_PARK_GRACE_NS, still
- * counted among the sleepers: a producer still between making the work
- * visible and notifying (preempted there) finds this thread and wakes it,
- * which is a late wake-up, not a lost one. Only when that park times out too
- * and |owed(arg, 1)| still holds was a notification lost.
+ * counted among the sleepers (the epoch is still k, PARKED): a producer still
+ * between making the work visible and notifying (preempted there) finds this
+ * thread and wakes it, which is a late wake-up, not a lost one. Only when
+ * that park times out too and |owed(arg, 1)| still holds was a notification
+ * lost.
  * WEFT_PARK_WOKEN: a notification came (or the epoch moved: another
  * consumer was woken for it); WEFT_PARK_TIMED_OUT: nothing owed, or a late
  * notification; WEFT_PARK_LOST: counted by the caller. */
@@ -97,25 +127,42 @@ weft_park weft__ec_wait_owed(weft_eventcount *ec, uint32_t k, uint64_t ns,
  * to stderr; the caller then prints the state it can see. */
 bool weft__wakeup_lost_report(const char *what);
 
+/* P3..P4: true when this notifier cleared the PARKED bit (and so owes the
+ * wake system call); false when no consumer prepared since the last one. */
+static inline bool weft__ec_claim(weft_eventcount *ec) {
+  uint32_t e = atomic_load_explicit(&ec->epoch, memory_order_relaxed);
+  while (e & WEFT_EC_PARKED)
+    if (atomic_compare_exchange_weak_explicit(&ec->epoch, &e, e + 1u, memory_order_release,
+                                              memory_order_relaxed))
+      return true;
+  return false;
+}
+
 static inline void weft__ec_notify(weft_eventcount *ec) {
   WEFT_HUNT_POINT(4);
-  atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&ec->sleepers, memory_order_relaxed) != 0) {
-    atomic_fetch_add_explicit(&ec->epoch, 1, memory_order_release);
+  atomic_thread_fence(memory_order_seq_cst); /* P2 */
+  if (weft__ec_claim(ec)) {
     WEFT_HUNT_POINT(5);
     weft__futex_wake(&ec->epoch, 0x7fffffff);
   }
 }
 
-/* Wakes one parked consumer (for a pool of interchangeable consumers). */
+/* Wakes one parked consumer (for a pool of interchangeable consumers). While
+ * some consumer sleeps in the kernel, the bit stays set and a wake of one
+ * wakes it (the others stay parked, still marked). Only when that wake finds
+ * nobody asleep (every marked consumer is between prepare and its wait, or
+ * gone) does the notifier clear the bit, so that those consumers do not
+ * sleep, and wake every consumer that entered the kernel in between (rare:
+ * they re-prepare). The argument above holds: a consumer owed this
+ * notification is woken by the first wake, or is stopped by the clear, or is
+ * woken by the second. */
 static inline void weft__ec_notify_one(weft_eventcount *ec) {
   WEFT_HUNT_POINT(6);
   atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&ec->sleepers, memory_order_relaxed) != 0) {
-    atomic_fetch_add_explicit(&ec->epoch, 1, memory_order_release);
-    WEFT_HUNT_POINT(7);
-    weft__futex_wake(&ec->epoch, 1);
-  }
+  if (!(atomic_load_explicit(&ec->epoch, memory_order_relaxed) & WEFT_EC_PARKED)) return;
+  WEFT_HUNT_POINT(7);
+  if (weft__futex_wake(&ec->epoch, 1) > 0) return;
+  if (weft__ec_claim(ec)) weft__futex_wake(&ec->epoch, 0x7fffffff);
 }
 
 /* A wake-up request for one parked consumer that also watches other

@@ -51,17 +51,17 @@ weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t
   /* The buffer's bookkeeping is allocated here, so running out of memory for
    * it is the caller's error now rather than a mystery later. */
   size_t bytes = sizeof(weft_buf) + sizeof(uint64_t) * dev->max_streams;
-  weft_buf *b = weft__calloc(&dev->alloc, bytes, 16);
+  weft_buf *b = weft__calloc(&dev->alloc, bytes, WEFT_CACHELINE);
   if (!b) return weft__oom(bytes, "a buffer");
   cmd *c = weft__cmd_new_on(dev, CMD_CREATE, 0, stream);
   if (!c) {
-    weft__free(&dev->alloc, b, bytes, 16);
+    weft__free(&dev->alloc, b, bytes, WEFT_CACHELINE);
     return weft__oom(sizeof(cmd), "a create command");
   }
   uint64_t id;
   st = weft_handles_acquire(&dev->buffers, size, &id);
   if (st) {
-    weft__free(&dev->alloc, b, bytes, 16);
+    weft__free(&dev->alloc, b, bytes, WEFT_CACHELINE);
     weft__cmd_free(c);
     return st;
   }
@@ -116,7 +116,7 @@ void weft__buf_free(weft_device *dev, weft_buf *b) {
   if (b->allocated) weft_mm_free(b->mm, &b->mem);
   dev->stats.buffers_live--;
   weft_handles_recycle(&dev->buffers, b->id);
-  weft__free(&dev->alloc, b, sizeof(*b) + sizeof(uint64_t) * dev->max_streams, 16);
+  weft__free(&dev->alloc, b, sizeof(*b) + sizeof(uint64_t) * dev->max_streams, WEFT_CACHELINE);
 }
 
 /* The reservation (or the late mapping) of |b| failed: it is unallocated and

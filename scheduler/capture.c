@@ -12,15 +12,19 @@
  * an input that carries a failure, a buffer created or written on the slots,
  * a read or sync on them (refused as well: no host sync inside a window).
  * A replay is one command. The scheduler runs a ready-made copy of the
- * recording (an instance: end builds WEFT_REPLAY_INSTANCES of them, so that
- * back-to-back replays overlap; a replayer waits for a free one past that)
- * or, when memory for the instances ran out, clones the recording into
- * pooled commands. Each launch is registered on
- * its stream, where the usual rules order it.
+ * recording (an instance: end builds up to WEFT_REPLAY_INSTANCES of them, so
+ * that back-to-back replays overlap; a replayer waits for a free one past
+ * that) or, when memory for the instances ran out, clones the recording into
+ * pooled commands. On the host, end also computes the fused replay's plan
+ * (build_plan): an instance is then placed whole, one pre-linked chain per
+ * lane, ordered per buffer against the work around it (replay_fused), and
+ * retired a segment at a time (retire.c). Otherwise each launch is
+ * registered on its stream, where the usual rules order it.
  *
  * Everything here runs on the scheduler, except the client calls at the end. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -71,48 +75,302 @@ static uint64_t run_count(const weft_capture *cap) {
   return cap->graph ? 1 : atomic_load(&cap->nrec);
 }
 
+/* ---- the fused replay's plan ---------------------------------------------------------------- */
+
+static void free_plan(weft_device *dev, weft_capture *cap) {
+  replay_plan *pl = cap->plan;
+  if (!pl) return;
+  const weft_allocator *a = &dev->alloc;
+  weft__free(a, pl->nodes, sizeof(replay_node) * pl->n, 16);
+  weft__free(a, pl->bufs, sizeof(replay_buf) * (pl->nbufs ? pl->nbufs : 1), 16);
+  if (pl->iwaits) weft__free(a, pl->iwaits, sizeof(replay_pos) * pl->cap_iwaits, 16);
+  if (pl->reads) weft__free(a, pl->reads, sizeof(replay_pos) * pl->cap_reads, 16);
+  if (pl->segs) weft__free(a, pl->segs, sizeof(replay_segdef) * pl->cap_segs, 16);
+  if (pl->pins) weft__free(a, pl->pins, sizeof(weft_replay_pin) * pl->cap_pins, 16);
+  weft__free(a, pl, sizeof(*pl), 16);
+  cap->plan = NULL;
+}
+
+static int ptr_cmp(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t) * (weft_buf *const *)a, y = (uintptr_t) * (weft_buf *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The index of |b| in the sorted unique buffers |u| (it is there). */
+static uint32_t buf_index(weft_buf *const *u, uint32_t n, const weft_buf *b) {
+  uint32_t lo = 0, hi = n;
+  while (hi - lo > 1) {
+    uint32_t mid = (lo + hi) / 2;
+    if ((uintptr_t)u[mid] <= (uintptr_t)b)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* A wait on (slot, seq) unless it is on |me|: the later position wins. */
+typedef struct wait_vec {
+  uint64_t mask;
+  uint64_t seq[WEFT_MAX_STREAMS];
+} wait_vec;
+
+static void need(wait_vec *w, uint32_t me, uint32_t slot, uint64_t seq) {
+  if (slot == me) return;
+  uint64_t bit = UINT64_C(1) << slot;
+  if (!(w->mask & bit) || seq > w->seq[slot]) w->seq[slot] = seq;
+  w->mask |= bit;
+}
+
+/* Scratch of the plan's simulation, freed when it ends. */
+typedef struct plan_scratch {
+  weft_buf **u;      /* unique buffers, sorted */
+  uint32_t *lw_slot; /* [u]: last writer in the replay */
+  uint32_t *lw_pos;  /* [u]; 0: none */
+  uint32_t *rd;      /* [u * max_streams]: last read per slot since that write */
+  uint32_t *synced;  /* [me * max_streams + s]: position on s that me waited for */
+  uint32_t *seen;    /* [u]: the segment (+1) that last counted it */
+  uint32_t *pin;     /* [u]: its entry in that segment's pins */
+  uint32_t *next;    /* [node]: the next node of its segment, or UINT32_MAX */
+  size_t nu, nb, n, ms;
+} plan_scratch;
+
+static void scratch_free(weft_device *dev, plan_scratch *x) {
+  const weft_allocator *a = &dev->alloc;
+  size_t nu = x->nu ? x->nu : 1;
+  weft__free(a, x->u, sizeof(weft_buf *) * (x->nb ? x->nb : 1), 16);
+  weft__free(a, x->lw_slot, sizeof(uint32_t) * nu, 16);
+  weft__free(a, x->lw_pos, sizeof(uint32_t) * nu, 16);
+  weft__free(a, x->rd, sizeof(uint32_t) * nu * x->ms, 16);
+  weft__free(a, x->synced, sizeof(uint32_t) * x->ms * x->ms, 16);
+  weft__free(a, x->seen, sizeof(uint32_t) * nu, 16);
+  weft__free(a, x->pin, sizeof(uint32_t) * nu, 16);
+  weft__free(a, x->next, sizeof(uint32_t) * x->n, 16);
+}
+
+/* Runs multistream.c's rules (order, set_waits) over the recording once,
+ * each lane on its own stream, with positions relative to the replay: every
+ * launch's position and waits inside the replay, the segments (a lane's
+ * runs of launches of which only the first waits), the buffers touched and
+ * where the replay leaves them. NULL when memory runs out (replays then
+ * register launch by launch). */
+static replay_plan *build_plan(weft_device *dev, weft_capture *cap) {
+  const weft_allocator *a = &dev->alloc;
+  uint32_t ms = dev->max_streams;
+  plan_scratch x = {.n = run_count(cap), .ms = ms};
+  if (!x.n || x.n > UINT32_MAX / 2) return NULL;
+  for (const cmd *r = cap->rec_head; r; r = weft__cmd_next(r)) {
+    x.nb += r->nb;
+    if (!dev->streams[weft__slot_of(dev, r->stream)]) return NULL;
+  }
+  replay_plan *pl = weft__calloc(a, sizeof(*pl), 16);
+  if (!pl) return NULL;
+  cap->plan = pl;
+  if (!(x.u = weft__alloc(a, sizeof(weft_buf *) * (x.nb ? x.nb : 1), 16))) goto oom;
+  for (const cmd *r = cap->rec_head; r; r = weft__cmd_next(r))
+    for (uint32_t j = 0; j < r->nb; j++) x.u[x.nu++] = r->bufs[j];
+  qsort(x.u, x.nu, sizeof(weft_buf *), ptr_cmp);
+  size_t k = 0;
+  for (size_t i = 0; i < x.nu; i++)
+    if (!k || x.u[i] != x.u[k - 1]) x.u[k++] = x.u[i];
+  x.nu = k;
+  size_t nu = x.nu ? x.nu : 1;
+  x.lw_slot = weft__calloc(a, sizeof(uint32_t) * nu, 16);
+  x.lw_pos = weft__calloc(a, sizeof(uint32_t) * nu, 16);
+  x.rd = weft__calloc(a, sizeof(uint32_t) * nu * ms, 16);
+  x.synced = weft__calloc(a, sizeof(uint32_t) * ms * ms, 16);
+  x.seen = weft__calloc(a, sizeof(uint32_t) * nu, 16);
+  x.pin = weft__calloc(a, sizeof(uint32_t) * nu, 16);
+  x.next = weft__alloc(a, sizeof(uint32_t) * x.n, 16);
+  pl->n = (uint32_t)x.n;
+  pl->nbufs = (uint32_t)x.nu;
+  pl->nodes = weft__calloc(a, sizeof(replay_node) * x.n, 16);
+  pl->bufs = weft__calloc(a, sizeof(replay_buf) * nu, 16);
+  if (!x.lw_slot || !x.lw_pos || !x.rd || !x.synced || !x.seen || !x.pin || !x.next || !pl->nodes ||
+      !pl->bufs)
+    goto oom;
+  for (uint32_t u = 0; u < x.nu; u++) pl->bufs[u].b = x.u[u];
+  uint32_t cur[WEFT_MAX_STREAMS]; /* each lane's open segment */
+  uint32_t i = 0;
+  for (const cmd *r = cap->rec_head; r; r = weft__cmd_next(r), i++) {
+    uint32_t me = weft__slot_of(dev, r->stream), pos = ++pl->lane_n[me];
+    uint64_t bit = UINT64_C(1) << me;
+    replay_node *nd = &pl->nodes[i];
+    wait_vec w;
+    w.mask = 0;
+    pl->lanes |= bit;
+    for (uint32_t j = 0; j < r->nb; j++) {
+      uint32_t u = buf_index(x.u, (uint32_t)x.nu, r->bufs[j]);
+      bool write = weft__is_write(r->bindings[j].access);
+      replay_buf *pb = &pl->bufs[u];
+      uint32_t *rd = &x.rd[(size_t)u * ms];
+      nd->writes |= write && r->bindings[j].size;
+      pb->pins++;
+      pb->touch |= bit;
+      if (x.lw_pos[u]) need(&w, me, x.lw_slot[u], x.lw_pos[u]);
+      if (write) {
+        pb->write |= bit;
+        for (uint32_t s = 0; s < ms; s++) {
+          if (rd[s]) need(&w, me, s, rd[s]);
+          rd[s] = 0;
+        }
+        x.lw_slot[u] = me;
+        x.lw_pos[u] = pos;
+      } else if (pos > rd[me]) {
+        rd[me] = pos;
+      }
+    }
+    nd->slot = me;
+    nd->pos = pos;
+    nd->wait0 = pl->niwaits;
+    for (uint64_t m = w.mask; m; m &= m - 1) {
+      uint32_t s = (uint32_t)__builtin_ctzll(m);
+      uint32_t *sy = &x.synced[(size_t)me * ms + s];
+      if (*sy >= w.seq[s]) continue; /* an earlier wait of this lane covers it */
+      *sy = (uint32_t)w.seq[s];
+      if (!weft__grow(a, (void **)&pl->iwaits, &pl->cap_iwaits, pl->niwaits + 1,
+                      sizeof(replay_pos)))
+        goto oom;
+      pl->iwaits[pl->niwaits++] = (replay_pos){s, (uint32_t)w.seq[s]};
+      nd->nwaits++;
+    }
+    x.next[i] = UINT32_MAX;
+    if (pos == 1 || nd->nwaits) { /* a lane's first launch, or one that waits: a new segment */
+      if (!weft__grow(a, (void **)&pl->segs, &pl->cap_segs, pl->nsegs + 1, sizeof(replay_segdef)))
+        goto oom;
+      pl->segs[pl->nsegs] = (replay_segdef){.head = i, .tail = i};
+      cur[me] = pl->nsegs++;
+    } else {
+      x.next[pl->segs[cur[me]].tail] = i;
+      pl->segs[cur[me]].tail = i;
+    }
+    nd->seg = cur[me];
+    pl->segs[cur[me]].n++;
+    pl->segs[cur[me]].launches += weft__launch_count(dev, r);
+  }
+  /* Each segment's buffers, with their bindings counted. */
+  cmd **byi = weft__alloc(a, sizeof(cmd *) * x.n, 16);
+  if (!byi) goto oom;
+  i = 0;
+  for (cmd *r = cap->rec_head; r; r = weft__cmd_next(r)) byi[i++] = r;
+  for (uint32_t g = 0; g < pl->nsegs; g++) {
+    replay_segdef *sd = &pl->segs[g];
+    sd->pin0 = pl->npins;
+    for (uint32_t v = sd->head; v != UINT32_MAX; v = x.next[v])
+      for (uint32_t j = 0; j < byi[v]->nb; j++) {
+        uint32_t u = buf_index(x.u, (uint32_t)x.nu, byi[v]->bufs[j]);
+        if (x.seen[u] != g + 1) {
+          if (!weft__grow(a, (void **)&pl->pins, &pl->cap_pins, pl->npins + 1,
+                          sizeof(weft_replay_pin))) {
+            weft__free(a, byi, sizeof(cmd *) * x.n, 16);
+            goto oom;
+          }
+          x.seen[u] = g + 1;
+          x.pin[u] = pl->npins;
+          pl->pins[pl->npins++] = (weft_replay_pin){x.u[u], 0, false};
+        }
+        pl->pins[x.pin[u]].pins++;
+        pl->pins[x.pin[u]].writes |= weft__is_write(byi[v]->bindings[j].access);
+      }
+    sd->npins = pl->npins - sd->pin0;
+  }
+  weft__free(a, byi, sizeof(cmd *) * x.n, 16);
+  /* Where the replay leaves each buffer. */
+  for (uint32_t u = 0; u < x.nu; u++) {
+    replay_buf *pb = &pl->bufs[u];
+    pb->lw = (replay_pos){x.lw_slot[u], x.lw_pos[u]};
+    pb->rd0 = pl->nreads;
+    for (uint32_t s = 0; s < ms; s++) {
+      uint32_t p = x.rd[(size_t)u * ms + s];
+      if (!p) continue;
+      if (!weft__grow(a, (void **)&pl->reads, &pl->cap_reads, pl->nreads + 1, sizeof(replay_pos)))
+        goto oom;
+      pl->reads[pl->nreads++] = (replay_pos){s, p};
+    }
+    pb->nrd = pl->nreads - pb->rd0;
+  }
+  scratch_free(dev, &x);
+  return pl;
+oom:
+  scratch_free(dev, &x);
+  free_plan(dev, cap);
+  return NULL;
+}
+
+/* ---- instances ------------------------------------------------------------------------------ */
+
+static size_t segs_bytes(const weft_capture *cap) {
+  return sizeof(weft_replay_seg) * (cap->plan ? cap->plan->nsegs : 1);
+}
+
 static void free_instances(weft_device *dev, weft_capture *cap) {
   for (uint32_t k = 0; k < cap->ninst; k++) {
+    replay_instance *in = &cap->inst[k];
     uint32_t i = 0;
     for (cmd *r = run_list(cap); r; r = weft__cmd_next(r), i++)
-      weft__free(&dev->alloc, cap->inst[k].cmds[i], r->bytes, 16);
-    weft__free(&dev->alloc, cap->inst[k].cmds, sizeof(cmd *) * run_count(cap), 16);
-    cap->inst[k].cmds = NULL;
-    cap->inst[k].count.inflight = 0;
+      weft__free(&dev->alloc, in->cmds[i], r->bytes, 16);
+    weft__free(&dev->alloc, in->cmds, sizeof(cmd *) * run_count(cap), 16);
+    if (in->segs != &in->whole) weft__free(&dev->alloc, in->segs, segs_bytes(cap), 16);
+    in->cmds = NULL;
+    in->segs = NULL;
+    in->count.inflight = 0;
   }
   cap->ninst = 0;
 }
 
 /* Builds one more replay instance; NULL when at the limit or out of memory
- * (replays beyond the instances built then clone into pooled commands). */
+ * (replays beyond the instances built then clone into pooled commands).
+ * Each command belongs to a segment: the plan's, or one for the whole
+ * instance without a plan (never armed: it retires launch by launch). */
 static replay_instance *build_instance(weft_device *dev, weft_capture *cap) {
   uint64_t n = run_count(cap);
   if (cap->ninst == WEFT_REPLAY_INSTANCES || !n) return NULL;
-  {
-    replay_instance *in = &cap->inst[cap->ninst];
-    in->count.outstanding = &cap->outstanding;
-    in->cmds = weft__calloc(&dev->alloc, sizeof(cmd *) * n, 16);
-    if (!in->cmds) return NULL;
-    uint32_t i = 0;
-    for (cmd *r = run_list(cap); r; r = weft__cmd_next(r), i++) {
-      cmd *c = weft__alloc(&dev->alloc, r->bytes, 16);
-      if (!c) {
-        while (i-- > 0) weft__free(&dev->alloc, in->cmds[i], r->bytes, 16);
-        weft__free(&dev->alloc, in->cmds, sizeof(cmd *) * n, 16);
-        in->cmds = NULL;
-        return NULL;
-      }
-      c->bytes = 0; /* never returned to a pool */
-      weft__launch_copy(c, r);
-      in->cmds[i] = c;
-    }
-    cap->ninst++;
-    return in;
+  replay_instance *in = &cap->inst[cap->ninst];
+  const replay_plan *pl = cap->plan;
+  in->count.outstanding = &cap->outstanding;
+  in->count.inflight = 0;
+  in->cmds = weft__calloc(&dev->alloc, sizeof(cmd *) * n, 16);
+  in->segs = pl ? weft__calloc(&dev->alloc, segs_bytes(cap), 16) : &in->whole;
+  if (!in->cmds || !in->segs) goto oom;
+  uint32_t i = 0;
+  for (cmd *r = run_list(cap); r; r = weft__cmd_next(r), i++) {
+    cmd *c = weft__alloc(&dev->alloc, r->bytes, 16);
+    if (!c) goto oom;
+    c->bytes = 0; /* never returned to a pool */
+    weft__launch_copy(c, r);
+    c->instance = pl ? &in->segs[pl->nodes[i].seg] : &in->whole;
+    in->cmds[i] = c;
   }
+  if (pl) {
+    for (uint32_t g = 0; g < pl->nsegs; g++)
+      in->segs[g] = (weft_replay_seg){.count = &in->count,
+                                      .head = in->cmds[pl->segs[g].head],
+                                      .tail = in->cmds[pl->segs[g].tail],
+                                      .launches = pl->segs[g].launches,
+                                      .pins = &pl->pins[pl->segs[g].pin0],
+                                      .n = pl->segs[g].n,
+                                      .npins = pl->segs[g].npins};
+  } else {
+    in->whole = (weft_replay_seg){.count = &in->count, .n = (uint32_t)n};
+  }
+  cap->ninst++;
+  return in;
+oom:
+  if (in->cmds) {
+    uint32_t j = 0;
+    for (cmd *r = run_list(cap); r && in->cmds[j]; r = weft__cmd_next(r), j++)
+      weft__free(&dev->alloc, in->cmds[j], r->bytes, 16);
+    weft__free(&dev->alloc, in->cmds, sizeof(cmd *) * n, 16);
+  }
+  if (in->segs && in->segs != &in->whole) weft__free(&dev->alloc, in->segs, segs_bytes(cap), 16);
+  in->cmds = NULL;
+  in->segs = NULL;
+  return NULL;
 }
 
 static void free_recording(weft_device *dev, weft_capture *cap) {
   free_instances(dev, cap);
+  free_plan(dev, cap);
   if (cap->graph) {
     dev->backend->vt->graph_free(dev->backend, cap->graph->graph);
     cap->graph->graph = NULL;
@@ -274,8 +532,17 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
       return why;
     }
   }
-  while (build_instance(dev, cap)) { /* all now: a replay allocates nothing */
-  }
+  /* A deferred backend's streams keep their own order of events: its
+   * replays register launch by launch. */
+  if (!cap->graph && !dev->backend->deferred) cap->plan = build_plan(dev, cap);
+  /* All now, so that a replay allocates nothing: up to WEFT_REPLAY_INSTANCES,
+   * fewer past WEFT_REPLAY_INSTANCE_BYTES (a large recording). */
+  size_t bytes = 0, each = sizeof(cmd *) * run_count(cap) + segs_bytes(cap);
+  for (cmd *r = run_list(cap); r; r = weft__cmd_next(r)) each += r->bytes;
+  while ((cap->ninst < WEFT_REPLAY_INSTANCES_MIN || bytes + each <= WEFT_REPLAY_INSTANCE_BYTES) &&
+         build_instance(dev, cap))
+    bytes += each;
+  cap->limit = cap->ninst > WEFT_REPLAY_INSTANCES_MIN ? cap->ninst : WEFT_REPLAY_INSTANCES_MIN;
   set_state(cap, WEFT_CAPTURE_READY);
   return NULL;
 }
@@ -284,6 +551,155 @@ static weft_status do_end(weft_device *dev, weft_capture *cap) {
 static void replay_done(weft_device *dev, weft_capture *cap) {
   atomic_fetch_sub_explicit(&cap->outstanding, 1, memory_order_release);
   weft__ec_notify(&dev->cmds.room);
+}
+
+/* The waits of a lane's first launch |c| on |me|: the work before the
+ * replay on every buffer the lane touches (its last writer; and every reader
+ * since, where the lane writes it), and its own waits inside the replay;
+ * elided where |me| already waited for as much (multistream.c's set_waits). */
+static void head_waits(weft_device *dev, const replay_plan *pl, const replay_node *nd, cmd *c,
+                       const uint64_t *base) {
+  uint32_t me = nd->slot;
+  uint64_t bit = UINT64_C(1) << me;
+  wait_vec w;
+  w.mask = 0;
+  for (uint32_t u = 0; u < pl->nbufs; u++) {
+    const replay_buf *pb = &pl->bufs[u];
+    if (!(pb->touch & bit)) continue;
+    const weft_buf *b = pb->b;
+    if (b->lw_seq) need(&w, me, b->lw_slot, b->lw_seq);
+    if (pb->write & bit)
+      for (uint64_t m = b->read_mask; m; m &= m - 1) { /* the slots that read it */
+        uint32_t s = (uint32_t)__builtin_ctzll(m);
+        need(&w, me, s, b->last_read[s]);
+      }
+  }
+  for (uint32_t k = 0; k < nd->nwaits; k++) {
+    const replay_pos *iw = &pl->iwaits[nd->wait0 + k];
+    need(&w, me, iw->slot, base[iw->slot] + iw->pos);
+  }
+  uint64_t *synced = &dev->ms.synced[(size_t)me * dev->max_streams];
+  c->task.nwaits = 0;
+  for (uint64_t m = w.mask; m; m &= m - 1) {
+    uint32_t s = (uint32_t)__builtin_ctzll(m);
+    if (synced[s] >= w.seq[s]) {
+      dev->stats.waits_elided++;
+      continue;
+    }
+    synced[s] = w.seq[s];
+    c->task.waits[c->task.nwaits++] = (weft_stream_wait){dev->streams[s], w.seq[s]};
+    dev->stats.cross_stream_waits++;
+  }
+}
+
+/* A fused replay: the plan's launches placed straight onto their lanes'
+ * streams, one pre-linked chain per lane, each segment armed to retire in
+ * one step. What multistream.c does per launch (align, order, set_waits)
+ * is done per buffer here, against the plan. */
+static void replay_fused(weft_device *dev, weft_capture *cap, replay_instance *in) {
+  const replay_plan *pl = cap->plan;
+  uint32_t ms = dev->max_streams;
+  /* Work registered before the replay on its lanes, or on any buffer it
+   * binds, is placed first (align). */
+  uint64_t flush = pl->lanes;
+  for (uint32_t u = 0; u < pl->nbufs; u++) flush |= pl->bufs[u].b->pend_mask;
+  for (uint64_t m = flush; m; m &= m - 1) {
+    uint32_t s = (uint32_t)__builtin_ctzll(m);
+    if (dev->ms.batches[s].n) weft__ms_flush(dev, s);
+  }
+  uint64_t base[WEFT_MAX_STREAMS];
+  cmd *head[WEFT_MAX_STREAMS], *tail[WEFT_MAX_STREAMS];
+  for (uint64_t m = pl->lanes; m; m &= m - 1) {
+    uint32_t s = (uint32_t)__builtin_ctzll(m);
+    base[s] = dev->streams[s]->submitted;
+    dev->streams[s]->submitted += pl->lane_n[s];
+    head[s] = tail[s] = NULL;
+  }
+  uint64_t placed = dev->ms.placed, n = pl->n;
+  dev->ms.placed += n;
+  uint64_t no = dev->cmds.launches_numbered; /* scheduler only (launch.c numbers launches) */
+  dev->cmds.launches_numbered += n;
+  const weft_failpoints *fp = &dev->failpoints;
+  bool armed = fp->nlaunches || fp->nkernels || fp->npoison;
+  weft_error_graph *graph = &dev->failures.graph;
+  for (uint32_t i = 0; i < n; i++) {
+    const replay_node *nd = &pl->nodes[i];
+    cmd *c = in->cmds[i];
+    uint32_t me = nd->slot;
+    c->task.seq = base[me] + nd->pos;
+    c->task.placed = placed + i + 1;
+    c->launch_no = no + i + 1;
+    c->task.notify = false;
+    c->result = OUT_NONE;
+    c->error = NULL;
+    c->preset = NULL;
+    c->on_slot = (uint16_t)me;
+    c->p = nd->writes ? weft_graph_mint(graph, NULL) : 0;
+    c->inject =
+        armed ? weft_failpoints_launch(fp, c->launch_no, dev->kernels[c->kernel].k.name) : WEFT_OK;
+    c->poison = armed && weft_failpoints_poisons(fp, c->launch_no);
+    if (nd->pos == 1) {
+      head_waits(dev, pl, nd, c, base);
+    } else {
+      uint64_t *synced = &dev->ms.synced[(size_t)me * ms];
+      c->task.nwaits = nd->nwaits;
+      for (uint32_t k = 0; k < nd->nwaits; k++) {
+        const replay_pos *iw = &pl->iwaits[nd->wait0 + k];
+        uint64_t seq = base[iw->slot] + iw->pos;
+        c->task.waits[k] = (weft_stream_wait){dev->streams[iw->slot], seq};
+        synced[iw->slot] = seq; /* later than any wait before: the plan elided the rest */
+      }
+      dev->stats.cross_stream_waits += nd->nwaits;
+    }
+    weft_replay_seg *g = c->instance;
+    g->last_seq = c->task.seq;
+    g->last_placed = c->task.placed;
+    c->task.link.next = NULL;
+    c->task.fnext = NULL;
+    if (tail[me]) {
+      tail[me]->task.link.next = &c->task.link;
+      tail[me]->task.fnext = &c->task;
+    } else {
+      head[me] = c;
+    }
+    tail[me] = c;
+  }
+  /* Each buffer pinned once per binding, and left as the replay leaves it
+   * (after the head waits above read how the work before left it). */
+  for (uint32_t u = 0; u < pl->nbufs; u++) {
+    const replay_buf *pb = &pl->bufs[u];
+    weft_buf *b = pb->b;
+    b->pending += pb->pins;
+    if (pb->lw.pos) {
+      memset(b->last_read, 0, sizeof(uint64_t) * ms);
+      b->read_mask = 0;
+      b->lw_slot = pb->lw.slot;
+      b->lw_seq = base[pb->lw.slot] + pb->lw.pos;
+    }
+    for (uint32_t k = 0; k < pb->nrd; k++) {
+      const replay_pos *rp = &pl->reads[pb->rd0 + k];
+      uint64_t seq = base[rp->slot] + rp->pos;
+      if (seq > b->last_read[rp->slot]) {
+        b->last_read[rp->slot] = seq;
+        b->read_mask |= UINT64_C(1) << rp->slot;
+      }
+    }
+  }
+  for (uint32_t g = 0; g < pl->nsegs; g++) in->segs[g].armed = true;
+  in->count.inflight = (uint32_t)n;
+  dev->ms.inflight += n;
+  dev->stats.launches += n;
+  dev->stats.launches_replayed += n;
+  for (uint64_t m = pl->lanes; m; m &= m - 1) {
+    uint32_t s = (uint32_t)__builtin_ctzll(m);
+    struct weft_fifo *f = &dev->ms.fifo[s];
+    if (f->tail)
+      f->tail->fnext = &head[s]->task;
+    else
+      f->head = &head[s]->task;
+    f->tail = &tail[s]->task;
+    weft_stream_submit(dev->streams[s], &head[s]->task, &tail[s]->task);
+  }
 }
 
 static void do_replay(weft_device *dev, weft_capture *cap) {
@@ -298,12 +714,16 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
     replay_done(dev, cap);
     return;
   }
-  /* The client waited until at most WEFT_REPLAY_INSTANCES replays were
-   * outstanding, this one included: an instance is free, unless memory for
-   * them ran out. */
+  /* The client waited until at most |limit| replays were outstanding, this
+   * one included: an instance is free, unless memory for them ran out (or a
+   * kernel replayed past the limit). */
   replay_instance *in = NULL;
   for (uint32_t k = 0; k < cap->ninst && !in; k++)
     if (!cap->inst[k].count.inflight) in = &cap->inst[k];
+  if (in && cap->plan) {
+    replay_fused(dev, cap, in);
+    return;
+  }
   uint32_t i = 0;
   for (cmd *r = run_list(cap); r; r = weft__cmd_next(r), i++) {
     cmd *c =
@@ -319,7 +739,7 @@ static void do_replay(weft_device *dev, weft_capture *cap) {
       weft__launch_copy(c, r);
       c->detached = false; /* the recording's was detached; this clone counts until it retires */
     }
-    weft__launch_replay(dev, c, in ? &in->count : NULL);
+    weft__launch_replay(dev, c, in ? c->instance : NULL);
   }
   /* Pooled clones tie up no instance; an instance that placed nothing is free. */
   if (!in || !in->count.inflight) replay_done(dev, cap);
@@ -490,7 +910,7 @@ weft_status weft_capture_abort(weft_capture *cap) {
 static bool instance_take(void *arg) {
   weft_capture *cap = arg;
   uint32_t n = atomic_load_explicit(&cap->outstanding, memory_order_relaxed);
-  while (n < WEFT_REPLAY_INSTANCES)
+  while (n < cap->limit)
     if (atomic_compare_exchange_weak_explicit(&cap->outstanding, &n, n + 1, memory_order_acquire,
                                               memory_order_relaxed))
       return true;

@@ -49,6 +49,8 @@ static bool options_size_known(uint32_t size) {
       offsetof(weft_device_options, max_pending_commands),
       offsetof(weft_device_options, scheduler),
       offsetof(weft_device_options, scheduler) + sizeof(weft_scheduler_mode),
+      offsetof(weft_device_options, host_threads),
+      offsetof(weft_device_options, host_threads) + sizeof(uint32_t),
       sizeof(weft_device_options),
   };
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
@@ -81,6 +83,9 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
   if (out->scheduler != WEFT_SCHEDULER_THREAD && out->scheduler != WEFT_SCHEDULER_COMBINING)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown scheduler mode %d",
                            (int)out->scheduler);
+  if (out->host_threads > WEFT_MAX_STREAMS)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "host_threads is %u; it must be 0..%u",
+                           out->host_threads, WEFT_MAX_STREAMS);
   if (out->allocator && (!out->allocator->alloc || !out->allocator->free))
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "allocator has a NULL function");
   return NULL;

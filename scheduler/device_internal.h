@@ -15,6 +15,7 @@
 
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "core/failpoints.h"
 #include "core/freelist.h"
@@ -78,13 +79,13 @@ typedef struct cmd {
     const struct cmd *caller; /* a blocking call from a host kernel: that kernel's launch */
   };
   size_t scalar_bytes;
-  weft_device_stats *stats_out;       /* STATS */
-  struct weft_memory_call *mem;       /* MEMORY: the call, on the caller's stack */
-  weft_status preset;                 /* LAUNCH: resolution error, owned */
-  weft_failure_id p;                  /* LAUNCH, WRITE: the provisional id of its write scope */
-  weft_error_kind inject;             /* LAUNCH: a failpoint makes it fail with this kind */
-  bool poison;                        /* LAUNCH: a failpoint poisons the device when it runs */
-  struct weft_replay_count *instance; /* LAUNCH: the replay instance that owns it, or NULL */
+  weft_device_stats *stats_out;     /* STATS */
+  struct weft_memory_call *mem;     /* MEMORY: the call, on the caller's stack */
+  weft_status preset;               /* LAUNCH: resolution error, owned */
+  weft_failure_id p;                /* LAUNCH, WRITE: the provisional id of its write scope */
+  weft_error_kind inject;           /* LAUNCH: a failpoint makes it fail with this kind */
+  bool poison;                      /* LAUNCH: a failpoint poisons the device when it runs */
+  struct weft_replay_seg *instance; /* LAUNCH: the replay segment that owns it, or NULL */
   bool detached;          /* kept by a recording: no longer counted against back-pressure */
   bool cancelled;         /* a kernel's call refused while queued: processed as a no-op */
   outcome result;         /* set by the worker */
@@ -100,6 +101,29 @@ typedef struct weft_replay_count {
   _Atomic uint32_t *outstanding;
 } weft_replay_count;
 
+/* A buffer a replay segment binds: its bindings (pins) and whether it writes it. */
+typedef struct weft_replay_pin {
+  weft_buf *b;
+  uint32_t pins;
+  bool writes;
+} weft_replay_pin;
+
+/* A segment of a replay instance (capture.c): a run of one lane's launches
+ * of which only the first waits on anything. A fused replay places it whole
+ * (|armed|), so retirement may take it in one step once its last launch
+ * completed (retire.c): when every launch ran and no buffer it writes
+ * carries a claim, each launch's completion would be a no-op but its
+ * unpinning, which is done per buffer. */
+typedef struct weft_replay_seg {
+  weft_replay_count *count; /* the instance's */
+  struct cmd *head, *tail;  /* its launches, linked through task.fnext once placed */
+  uint64_t last_seq, last_placed;
+  uint64_t launches; /* what the launches count as (weft__launch_count) */
+  const weft_replay_pin *pins;
+  uint32_t n, npins;
+  bool armed; /* placed whole and not yet retired */
+} weft_replay_seg;
+
 typedef struct weft_kernel_entry {
   _Atomic uint32_t ready; /* release: the fields below are set */
   size_t name_cap;        /* the bytes of k.name (owned) */
@@ -110,21 +134,30 @@ typedef struct weft_kernel_entry {
 
 /* A buffer, owned by the scheduler; its execution taint view is touched only
  * by tasks that bind it, which the wait rules order. */
+/* Three cache lines by writer, so that what the scheduler writes on every
+ * launch never shares a line with what a stream's worker reads or writes
+ * (issue 14 found the pool reading |ptr| on the line the scheduler wrote
+ * |pending| on). Allocated WEFT_CACHELINE-aligned. */
 typedef struct weft_buf {
+  /* Written only while no work uses the buffer (create, reservation,
+   * release); read by workers. */
   uint64_t id, size;
+  void *ptr;    /* its address while allocated (fixed: relocation needs a quiescent device) */
   weft_mem mem; /* its allocation, in the manager of the stream that created it */
   weft_mm *mm;  /* that manager */
-  void *ptr;    /* its address while allocated (fixed: relocation needs a quiescent device) */
   bool allocated, released;
-  uint32_t pending;        /* dispatched tasks binding it, not yet completed */
-  weft_taint taint;        /* graph-tagged claims of completed work (scheduler) */
-  weft_taint exec;         /* failure ids as work executes (workers, in wait order) */
-  weft_failure_id unalloc; /* the failure its reservation left, if it failed */
-  uint32_t lw_slot;        /* last writer: stream slot and sequence number */
-  uint64_t lw_seq;         /* 0: never written */
-  uint64_t *last_read;     /* [max_streams]: last reader per slot since the last write */
-  uint64_t pend_mask;      /* slots whose unexecuted batch holds a task binding it */
   uint32_t slot;           /* the slot whose manager holds its memory */
+  weft_failure_id unalloc; /* the failure its reservation left, if it failed */
+  /* Workers', in wait order. */
+  _Alignas(WEFT_CACHELINE) weft_taint exec; /* failure ids as work executes */
+  /* The scheduler's, on every launch that binds it. */
+  _Alignas(WEFT_CACHELINE) uint32_t pending; /* dispatched tasks binding it, not yet completed */
+  uint32_t lw_slot;                          /* last writer: stream slot and sequence number */
+  uint64_t lw_seq;                           /* 0: never written */
+  uint64_t read_mask;                        /* slots with a last_read entry */
+  uint64_t *last_read; /* [max_streams]: last reader per slot since the last write */
+  uint64_t pend_mask;  /* slots whose unexecuted batch holds a task binding it */
+  weft_taint taint;    /* graph-tagged claims of completed work */
 } weft_buf;
 
 /* Tasks registered on a slot and not yet placed on a stream (linked through

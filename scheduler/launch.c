@@ -135,9 +135,10 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
 /* The launch's write scope id and its failpoints, as it is about to be scheduled. */
 static void launch_arm(weft_device *dev, cmd *c) {
   c->p = weft__scope_id(dev, c);
-  const char *kname = dev->kernels[c->kernel].k.name;
-  c->inject = weft_failpoints_launch(&dev->failpoints, c->launch_no, kname);
-  c->poison = weft_failpoints_poisons(&dev->failpoints, c->launch_no);
+  const weft_failpoints *fp = &dev->failpoints;
+  if (fp->nlaunches | fp->nkernels) /* none armed: no lookup */
+    c->inject = weft_failpoints_launch(fp, c->launch_no, dev->kernels[c->kernel].k.name);
+  if (fp->npoison) c->poison = weft_failpoints_poisons(fp, c->launch_no);
 }
 
 void weft__launch_schedule(weft_device *dev, cmd *c) {
@@ -173,10 +174,12 @@ void weft__launch_schedule(weft_device *dev, cmd *c) {
     b->pending++;
   }
   launch_arm(dev, c);
-  weft_record r = weft__capture_record(dev, c);
+  c->task.run = run_launch; /* before recording: a replay's copies run it too */
+  /* No capture on the slot: nothing to ask. */
+  weft_record r =
+      dev->window.capture_of[s->slot] ? weft__capture_record(dev, c) : WEFT_NOT_RECORDING;
   if (r == WEFT_REFUSED) weft__launch_discard(dev, c);
   if (r != WEFT_NOT_RECORDING) return; /* recorded (or refused), not run */
-  c->task.run = run_launch;
   weft__ms_register(dev, s->slot, c);
 }
 
@@ -289,8 +292,8 @@ void weft__launch_complete(weft_device *dev, cmd *c) {
   default: /* poisoned: the device answers every later question itself */
     break;
   }
-  weft_error_free(c->error);
-  weft_error_free(c->preset);
+  if (c->error) weft_error_free(c->error); /* rare: spare the call */
+  if (c->preset) weft_error_free(c->preset);
   for (uint32_t i = 0; i < c->nb; i++)
     if (c->bufs[i]) weft__buf_unpin(dev, c->bufs[i]);
 }
@@ -332,7 +335,7 @@ void weft__launch_copy(cmd *c, const cmd *r) {
   c->scalars = (const char *)r->scalars + d;
 }
 
-void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) {
+void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_seg *instance) {
   memset(&c->task.link, 0, sizeof(c->task.link));
   c->task.nwaits = 0;
   c->task.fnext = NULL;
@@ -341,7 +344,7 @@ void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance) 
   c->error = NULL;
   c->preset = NULL;
   c->instance = instance;
-  if (instance) instance->inflight++;
+  if (instance) instance->count->inflight++;
   c->launch_no = ++dev->cmds.launches_numbered;
   for (uint32_t i = 0; i < c->nb; i++) /* the recording keeps them alive; each run pins them */
     if (c->bufs[i]) c->bufs[i]->pending++;

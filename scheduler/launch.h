@@ -53,8 +53,8 @@ static inline uint32_t weft__launch_count(const weft_device *dev, const cmd *c) 
   return c->graph ? dev->backend->vt->graph_launches(c->graph) : 1;
 }
 /* Runs |c| (a copy of a recorded launch) again: numbered anew, its buffers
- * pinned, registered. |instance|: the in-flight count of the replay instance
- * that owns |c| (not freed at retirement), or NULL for a pooled command. */
-void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_count *instance);
+ * pinned, registered. |instance|: the segment of the replay instance that
+ * owns |c| (not freed at retirement), or NULL for a pooled command. */
+void weft__launch_replay(weft_device *dev, cmd *c, weft_replay_seg *instance);
 
 #endif

@@ -11,25 +11,15 @@
  * order, and waits only ever name tasks already handed to a worker. */
 #include "scheduler/multistream.h"
 
-/* The buffers a command touches and how; NULL past the end. */
-static weft_buf *cmd_buf(const cmd *c, uint32_t i, bool *write) {
-  switch (c->kind) {
-  case CMD_LAUNCH:
-    if (i >= c->nb) return NULL;
-    *write = (c->bindings[i].access & WEFT_WRITE) != 0;
-    return c->bufs[i];
-  case CMD_WRITE:
-  case CMD_READ:
-    if (i >= 1) return NULL;
-    *write = c->kind == CMD_WRITE;
-    return c->bufs[0];
-  default:
-    return NULL;
-  }
+/* The buffers a command touches are c->bufs[0..cmd_nbufs(c)) (an entry is
+ * NULL when its binding did not resolve): a launch's bindings', a write's or
+ * a read's one buffer. */
+static inline uint32_t cmd_nbufs(const cmd *c) {
+  return c->kind == CMD_LAUNCH ? c->nb : (c->kind == CMD_WRITE || c->kind == CMD_READ) ? 1u : 0u;
 }
 
-static uint32_t cmd_nbufs(const cmd *c) {
-  return c->kind == CMD_LAUNCH ? c->nb : (c->kind == CMD_WRITE || c->kind == CMD_READ) ? 1u : 0u;
+static inline bool cmd_writes(const cmd *c, uint32_t i) {
+  return c->kind == CMD_LAUNCH ? (c->bindings[i].access & WEFT_WRITE) != 0 : c->kind == CMD_WRITE;
 }
 
 /* The waits a task needs, per slot: only the slots in |mask| are set, so a
@@ -58,16 +48,20 @@ static void need(wait_set *w, uint32_t me, uint32_t slot, uint64_t seq) {
  * in-place write after a sync is still waited for. */
 static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64_t seq,
                   wait_set *w) {
+  (void)dev;
   if (b->lw_seq) need(w, me, b->lw_slot, b->lw_seq);
   if (write) {
-    for (uint32_t s = 0; s < dev->max_streams; s++) {
-      if (b->last_read[s]) need(w, me, s, b->last_read[s]);
+    for (uint64_t m = b->read_mask; m; m &= m - 1) { /* only the slots that read it */
+      uint32_t s = (uint32_t)__builtin_ctzll(m);
+      need(w, me, s, b->last_read[s]);
       b->last_read[s] = 0;
     }
+    b->read_mask = 0;
     b->lw_slot = me;
     b->lw_seq = seq;
   } else if (seq > b->last_read[me]) {
     b->last_read[me] = seq;
+    b->read_mask |= UINT64_C(1) << me;
   }
 }
 
@@ -98,11 +92,12 @@ static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, we
   wait_set w; /* only the slots in w.mask are read */
   w.mask = 0;
   uint64_t seq = s->submitted + 1;
-  bool write;
-  weft_buf *b;
-  for (uint32_t i = 0; i < cmd_nbufs(c); i++)
-    if ((b = cmd_buf(c, i, &write))) order(dev, b, write, s->slot, seq, &w);
-  set_waits(dev, c, s->slot, &w);
+  for (uint32_t i = 0, n = cmd_nbufs(c); i < n; i++)
+    if (c->bufs[i]) order(dev, c->bufs[i], cmd_writes(c, i), s->slot, seq, &w);
+  if (w.mask)
+    set_waits(dev, c, s->slot, &w);
+  else
+    c->task.nwaits = 0;
   c->task.seq = ++s->submitted;
   c->task.placed = ++dev->ms.placed;
   c->on_slot = (uint16_t)s->slot;
@@ -128,10 +123,9 @@ static weft_task *take_batch(weft_device *dev, uint32_t slot) {
   weft_task *t = bt->head;
   uint64_t bit = UINT64_C(1) << slot;
   for (weft_task *x = t; x; x = weft_task_next(x)) {
-    bool write;
-    weft_buf *b;
-    for (uint32_t i = 0; i < cmd_nbufs((cmd *)x); i++)
-      if ((b = cmd_buf((cmd *)x, i, &write))) b->pend_mask &= ~bit;
+    const cmd *c = (const cmd *)x;
+    for (uint32_t i = 0, n = cmd_nbufs(c); i < n; i++)
+      if (c->bufs[i]) c->bufs[i]->pend_mask &= ~bit;
   }
   bt->head = bt->tail = NULL;
   bt->n = 0;
@@ -197,13 +191,12 @@ void weft__ms_flush_all(weft_device *dev) {
 
 void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c) {
   uint64_t bit = UINT64_C(1) << slot, others = 0;
-  uint32_t ids[WEFT_MAX_STREAMS], k = 0;
-  bool write;
-  weft_buf *b;
+  uint32_t ids[WEFT_MAX_STREAMS], k = 0, n = cmd_nbufs(c);
   /* Align: execute first every other batch that touches one of the task's
    * buffers, in the order the bindings name them. */
-  for (uint32_t i = 0; i < cmd_nbufs(c); i++) {
-    if (!(b = cmd_buf(c, i, &write))) continue;
+  for (uint32_t i = 0; i < n; i++) {
+    weft_buf *b = c->bufs[i];
+    if (!b || !(b->pend_mask & ~bit & ~others)) continue; /* the common case: nothing to align */
     uint64_t m = b->pend_mask & ~bit & ~others;
     others |= m;
     for (; m; m &= m - 1) ids[k++] = (uint32_t)__builtin_ctzll(m);
@@ -212,8 +205,8 @@ void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c) {
     dev->stats.align_flushes++;
     weft__ms_execute(dev, ids, k);
   }
-  for (uint32_t i = 0; i < cmd_nbufs(c); i++)
-    if ((b = cmd_buf(c, i, &write))) b->pend_mask |= bit;
+  for (uint32_t i = 0; i < n; i++)
+    if (c->bufs[i]) c->bufs[i]->pend_mask |= bit;
   weft_batch *bt = &dev->ms.batches[slot];
   c->task.link.next = NULL;
   if (bt->tail)
@@ -241,18 +234,16 @@ static void fence_wait(void *ctx, uint64_t seq) {
   weft_stream_wait_for(r->dev->streams[r->slot], seq);
 }
 
-weft_stream *weft__stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
-  if (!dev->streams[slot]) {
-    weft_status st = dev->backend->vt->stream_create(dev->backend, slot, &dev->streams[slot]);
-    if (st) {
-      *err = st;
-      return NULL;
-    }
-    dev->slot_refs[slot] = (struct weft_slot_ref){dev, slot};
-    weft_drop_queue_init(&dev->drops[slot], &dev->alloc,
-                         (weft_drop_fence_ops){fence_make, fence_wait, &dev->slot_refs[slot]});
-    dev->drops[slot].held = &dev->staged_bytes;
-    dev->stats.streams_created++;
+weft_stream *weft__stream_create(weft_device *dev, uint32_t slot, weft_status *err) {
+  weft_status st = dev->backend->vt->stream_create(dev->backend, slot, &dev->streams[slot]);
+  if (st) {
+    *err = st;
+    return NULL;
   }
+  dev->slot_refs[slot] = (struct weft_slot_ref){dev, slot};
+  weft_drop_queue_init(&dev->drops[slot], &dev->alloc,
+                       (weft_drop_fence_ops){fence_make, fence_wait, &dev->slot_refs[slot]});
+  dev->drops[slot].held = &dev->staged_bytes;
+  dev->stats.streams_created++;
   return dev->streams[slot];
 }

@@ -6,7 +6,12 @@
 
 /* The stream of |slot|, created on first use (with its drop queue); NULL
  * with |*err| set when the backend cannot create it. */
-weft_stream *weft__stream_get(weft_device *dev, uint32_t slot, weft_status *err);
+weft_stream *weft__stream_create(weft_device *dev, uint32_t slot, weft_status *err);
+/* |slot|'s stream, created on first use; NULL with *err when it cannot start. */
+static inline weft_stream *weft__stream_get(weft_device *dev, uint32_t slot, weft_status *err) {
+  weft_stream *s = dev->streams[slot];
+  return s ? s : weft__stream_create(dev, slot, err);
+}
 /* register: align, then batch on |slot| (whose stream exists), executing
  * the batch once it is full. execute: hands the batches of |slots| to their
  * streams (strategy). flush: executes |slot|'s partial batch. */

@@ -8,13 +8,64 @@
 
 #include "scheduler/device_internal.h"
 
-#define WEFT_REPLAY_INSTANCES 4u
+/* Replays of one capture in flight at most: end builds up to this many
+ * instances (fewer when they would pass WEFT_REPLAY_INSTANCE_BYTES; never
+ * fewer than WEFT_REPLAY_INSTANCES_MIN replay slots). */
+#define WEFT_REPLAY_INSTANCES      64u
+#define WEFT_REPLAY_INSTANCES_MIN  4u
+#define WEFT_REPLAY_INSTANCE_BYTES (UINT64_C(16) << 20)
+
+/* The fused replay's plan (capture.c), computed once at end by running the
+ * placement rules over the recording with positions relative to each lane
+ * (the stream slot a launch runs on): what every replay would otherwise
+ * recompute per launch. */
+typedef struct replay_node {
+  uint32_t slot, pos;     /* its lane and 1-based position on it */
+  uint32_t wait0, nwaits; /* its waits inside the replay (plan.iwaits), after elision */
+  uint32_t seg;           /* its segment (index into an instance's segments) */
+  bool writes;            /* it has a write scope (weft__scope_id) */
+} replay_node;
+
+typedef struct replay_pos {
+  uint32_t slot, pos;
+} replay_pos;
+
+/* A buffer the replay binds: the lanes that touch and write it, where it is
+ * left (last writer; readers since), so that a replay orders against the
+ * work before it and the work after it against the replay. */
+typedef struct replay_buf {
+  weft_buf *b;
+  uint64_t touch, write; /* slots */
+  uint32_t pins;         /* bindings of it over the replay */
+  replay_pos lw;         /* last writer (pos 0: the replay writes it nowhere) */
+  uint32_t rd0, nrd;     /* plan.reads: the last read per lane since that write */
+} replay_buf;
+
+typedef struct replay_segdef {
+  uint32_t head, tail, n; /* first and last node, launches */
+  uint32_t pin0, npins;   /* plan.pins */
+  uint64_t launches;
+} replay_segdef;
+
+typedef struct replay_plan {
+  replay_node *nodes; /* [n], recording order */
+  replay_pos *iwaits, *reads;
+  replay_buf *bufs;
+  replay_segdef *segs;
+  weft_replay_pin *pins;
+  uint32_t n, niwaits, nreads, nbufs, nsegs, npins;
+  uint32_t cap_iwaits, cap_reads, cap_segs, cap_pins; /* allocated (weft__grow) */
+  uint64_t lanes;                                     /* slots with launches */
+  uint32_t lane_n[WEFT_MAX_STREAMS];                  /* launches per slot */
+} replay_plan;
 
 /* A copy of the recording the scheduler reuses: its commands are never
  * pooled; its count tracks those placed and not yet retired. */
 typedef struct replay_instance {
   cmd **cmds;
   weft_replay_count count;
+  weft_replay_seg *segs; /* [plan.nsegs], or |whole| without a plan */
+  weft_replay_seg whole;
 } replay_instance;
 
 struct weft_capture {
@@ -40,6 +91,8 @@ struct weft_capture {
   struct weft_capture *next_live; /* the device's live captures */
   replay_instance inst[WEFT_REPLAY_INSTANCES];
   uint32_t ninst;
+  uint32_t limit;    /* replays in flight at most (written at end, read after READY) */
+  replay_plan *plan; /* the fused replay's, or NULL (a deferred backend, or no memory) */
   /* The destroy command, taken at prepare so that destroy needs no memory;
    * detached (not counted in back-pressure) while it waits. Close frees it
    * when the caller never destroys the capture. */

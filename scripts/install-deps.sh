@@ -2,8 +2,10 @@
 # Installs what weft needs to build, test and benchmark on a fresh Debian 12 machine.
 # Idempotent: does nothing when every package is already present.
 set -euo pipefail
+# g++ and libtbb-dev: weft-bench's oneTBB peers (bench/peers/, weft-bench --peers);
+# without them bench/ still builds, and --peers says so.
 pkgs=(libck-dev libjemalloc-dev libcriterion-dev pkg-config ninja-build cmake gcc clang
-      libclang-rt-14-dev)
+      libclang-rt-14-dev g++ libtbb-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

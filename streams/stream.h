@@ -97,10 +97,11 @@ struct weft_stream {
  * its own pool's threads from client threads. */
 void *weft_stream_worker_ctx(void);
 
-/* A pool of host threads for a device's streams (none started yet). */
+/* A pool of host threads for a device's streams (none started yet): one
+ * thread per stream, at most |max_threads| of them (0: no cap). */
 WEFT_MUST_USE_RESULT weft_status weft_host_pool_create(const weft_allocator *alloc,
                                                        weft_signal *progress, void *ctx,
-                                                       weft_host_pool **out);
+                                                       uint32_t max_threads, weft_host_pool **out);
 /* Stops the pool's threads and frees its streams (every stream must be idle:
  * the owner retired all it submitted). */
 void weft_host_pool_destroy(weft_host_pool *p);
@@ -111,7 +112,7 @@ uint64_t weft_host_pool_recovered(const weft_host_pool *p);
 /* Prints the pool's threads, streams and ready-queue counters (any thread;
  * a racy snapshot, for a lost wake-up's report). */
 void weft_host_pool_dump(const weft_host_pool *p, FILE *f);
-/* Starts a host stream on |pool| (and one more thread for the pool). */
+/* Starts a host stream on |pool| (and one more thread, below the cap). */
 WEFT_MUST_USE_RESULT weft_status weft_stream_host_create(weft_host_pool *pool, uint32_t slot,
                                                          weft_stream **out);
 /* True when no thread runs |s| and none will without a new submission

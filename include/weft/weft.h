@@ -232,6 +232,11 @@ typedef struct weft_device_options {
    * per stream: more only evicts the caches the pipeline runs in). */
   uint32_t max_pending_commands;
   weft_scheduler_mode scheduler; /* default: DEFAULT */
+  /* Host backend: at most this many pool threads run the streams (0, the
+   * default: one per stream). Fewer threads than streams mean fewer context
+   * switches on a machine with few cores; but a kernel that blocks holds its
+   * thread, so host_threads blocked kernels stall every stream. */
+  uint32_t host_threads;
 } weft_device_options;
 
 typedef struct weft_device weft_device;

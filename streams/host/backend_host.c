@@ -161,7 +161,9 @@ weft_status weft_backend_host_open(const weft_backend_config *cfg, weft_backend_
                          "memory_capacity %" PRIu64 " is below the storage alignment (%" PRIu64
                          " bytes): the device could hold no buffer",
                          h->capacity, weft_storage_alignment(h->storage));
-  if (!st) st = weft_host_pool_create(cfg->alloc, cfg->progress, cfg->worker_ctx, &h->pool);
+  if (!st)
+    st = weft_host_pool_create(cfg->alloc, cfg->progress, cfg->worker_ctx,
+                               cfg->options->host_threads, &h->pool);
   if (st) {
     host_destroy(&h->base);
     return st;

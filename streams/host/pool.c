@@ -36,7 +36,8 @@
 #include "core/ready_ring.h"
 
 #define READY_CAP    128u /* a power of two above WEFT_MAX_STREAMS */
-#define RUN_BUDGET   256u /* tasks a thread runs on one stream before requeueing it */
+#define RUN_BUDGET   256u /* tasks a thread runs on one stream before others get a turn */
+#define SPIN_LOOKING 128u /* pauses a looking thread spins, when it has a core of its own */
 #define WEFT_PARK_NS (100u * 1000u * 1000u) /* an idle thread looks around every 100 ms */
 
 struct weft_host_pool {
@@ -57,7 +58,9 @@ struct weft_host_pool {
   } tstate[WEFT_MAX_STREAMS];
   weft_stream *streams[WEFT_MAX_STREAMS]; /* published by nstreams (release) */
   pthread_t threads[WEFT_MAX_STREAMS];
-  uint32_t nthreads;
+  uint32_t nthreads, max_threads;
+  uint32_t ncpu;         /* CPUs the process may run on, at create */
+  _Atomic uint32_t spin; /* pauses a looking thread spins before parking */
 };
 
 /* A pool thread's state, for the dump a lost wake-up prints (relaxed). */
@@ -194,11 +197,17 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
       atomic_fetch_sub_explicit(&p->nblocked, 1, memory_order_relaxed);
       continue;
     }
-    if (budget-- == 0) { /* fairness: let the other ready streams run */
-      atomic_store_explicit(&s->state, WEFT_STREAM_QUEUED, memory_order_relaxed);
-      ready_push(p, s);
+    if (budget-- == 0) {
       raise_progress(p); /* the owner retires what ran, even under load */
-      return;
+      /* Fairness: let the other ready streams run. With none waiting, keep
+       * the stream: a chain stays on one thread (and its caches) instead of
+       * hopping to another every RUN_BUDGET tasks. */
+      budget = RUN_BUDGET;
+      if (!weft_ready_ring_empty(&p->ready)) {
+        atomic_store_explicit(&s->state, WEFT_STREAM_QUEUED, memory_order_relaxed);
+        ready_push(p, s);
+        return;
+      }
     }
     s->local = s->local->next;
     uint64_t seq = t->seq; /* the task belongs to the owner once completed */
@@ -350,7 +359,8 @@ static void *pool_main(void *arg) {
     bool found = false;
     thread_state(p, T_SPINNING);
     atomic_fetch_add_explicit(&p->spinners, 1, memory_order_seq_cst);
-    for (int i = 0; i < 128 && !found; i++) {
+    uint32_t spin = atomic_load_explicit(&p->spin, memory_order_relaxed);
+    for (uint32_t i = 0; i < spin && !found; i++) {
       found = !weft_ready_ring_empty(&p->ready);
       weft__cpu_relax();
       WEFT_HUNT_POINT(28);
@@ -376,12 +386,15 @@ static void *pool_main(void *arg) {
 }
 
 weft_status weft_host_pool_create(const weft_allocator *alloc, weft_signal *progress, void *ctx,
-                                  weft_host_pool **out) {
+                                  uint32_t max_threads, weft_host_pool **out) {
   weft_host_pool *p = weft__calloc(alloc, sizeof(*p), WEFT_CACHELINE);
   if (!p) return weft_error_make_sized(WEFT_ERR_OUT_OF_MEMORY, sizeof(*p), "the stream pool");
   p->alloc = alloc;
   p->progress = progress;
   p->ctx = ctx;
+  p->max_threads = max_threads ? max_threads : WEFT_MAX_STREAMS;
+  cpu_set_t cpus;
+  p->ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (uint32_t)CPU_COUNT(&cpus) : 1u;
   weft_status st = weft_ready_ring_init(&p->ready, p->cells, READY_CAP);
   if (st) {
     weft__free(alloc, p, sizeof(*p), WEFT_CACHELINE);
@@ -421,13 +434,20 @@ weft_status weft_stream_host_create(weft_host_pool *p, uint32_t slot, weft_strea
   s->pool = p;
   s->ops = &host_ops;
   weft_inbox_init(&s->inbox);
-  int rc = pthread_create(&p->threads[p->nthreads], NULL, pool_main, p);
-  if (rc != 0) {
-    weft__free(p->alloc, s, sizeof(*s), WEFT_CACHELINE);
-    return weft_error_make(WEFT_ERR_GENERIC, "cannot start a thread for stream %u (error %d)", slot,
-                           rc);
+  if (p->nthreads < p->max_threads) {
+    int rc = pthread_create(&p->threads[p->nthreads], NULL, pool_main, p);
+    if (rc != 0) {
+      weft__free(p->alloc, s, sizeof(*s), WEFT_CACHELINE);
+      return weft_error_make(WEFT_ERR_GENERIC, "cannot start a thread for stream %u (error %d)",
+                             slot, rc);
+    }
+    p->nthreads++;
+    /* Spin only while every pool thread, the scheduler and a client can each
+     * have a core: on an oversubscribed machine a spinning thread takes the
+     * CPU from the one that would produce what it waits for. */
+    atomic_store_explicit(&p->spin, p->nthreads + 2 <= p->ncpu ? SPIN_LOOKING : 0,
+                          memory_order_relaxed);
   }
-  p->nthreads++;
   p->streams[n] = s;
   atomic_store_explicit(&p->nstreams, n + 1, memory_order_release);
   *out = s;

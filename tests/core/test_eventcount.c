@@ -33,8 +33,8 @@ static double now_s(void) {
 Test(eventcount, prepare_counts_a_sleeper_and_cancel_uncounts_it) {
   weft_eventcount ec = fresh();
   uint32_t k1 = weft__ec_prepare(&ec), k2 = weft__ec_prepare(&ec);
-  cr_assert_eq(k1, 0);
-  cr_assert_eq(k2, 0, "prepare does not move the epoch");
+  cr_assert_eq(k1, WEFT_EC_PARKED, "prepare marks the epoch PARKED");
+  cr_assert_eq(k2, WEFT_EC_PARKED, "prepare does not move the count");
   cr_assert_eq(atomic_load(&ec.sleepers), 2);
   weft__ec_cancel(&ec);
   cr_assert_eq(atomic_load(&ec.sleepers), 1);
@@ -61,6 +61,35 @@ Test(eventcount, a_notify_after_prepare_makes_the_wait_return_at_once) {
   cr_assert_eq(atomic_load(&ec.epoch), k + 1);
   cr_assert(weft__ec_wait_ns(&ec, k, SECONDS(10)), "a notified timed wait does not time out");
   cr_assert_eq(atomic_load(&ec.sleepers), 0);
+}
+
+static uint64_t wakes_made(void) {
+  uint64_t waits, wakes;
+  weft__futex_counts(&waits, &wakes);
+  return wakes;
+}
+
+/* The wake storm issue 14 found: a notifier woke while a sleeper count was
+ * non-zero, and only the sleeper, once back on a CPU, decremented it. */
+Test(eventcount, only_the_first_notify_after_a_prepare_makes_a_wake_system_call) {
+  weft_eventcount ec = fresh();
+  uint32_t k = weft__ec_prepare(&ec);
+  uint64_t w0 = wakes_made();
+  weft__ec_notify(&ec);
+  cr_assert_eq(wakes_made() - w0, 1);
+  cr_assert_eq(atomic_load(&ec.sleepers), 1, "the sleeper has not run yet");
+  for (int i = 0; i < 100; i++) {
+    weft__ec_notify(&ec);
+    weft__ec_notify_one(&ec);
+  }
+  cr_assert_eq(wakes_made() - w0, 1, "notifies before the sleeper prepares again wake nobody");
+  weft__ec_wait(&ec, k); /* the epoch moved: returns at once */
+  k = weft__ec_prepare(&ec);
+  weft__ec_cancel(&ec);
+  weft__ec_notify(&ec); /* a cancelled prepare costs the next notifier one wake */
+  weft__ec_notify(&ec);
+  cr_assert_eq(wakes_made() - w0, 2);
+  (void)k;
 }
 
 Test(eventcount, a_timed_wait_without_a_notify_times_out) {

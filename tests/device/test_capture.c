@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -585,5 +586,260 @@ Test(replay, a_replay_during_a_dry_run_is_measured_and_not_run, .timeout = 60) {
   expect_all(e.dev, 0, x, 4, "a replay after the dry run");
   weft_capture_destroy(cap);
   EXPECT_OK(weft_buffer_release(e.dev, x));
+  env_close(&e);
+}
+
+/* ---- fused replays: many in flight, several streams, failures ---- */
+
+typedef struct replayer_arg {
+  weft_capture *cap;
+  int n;
+  _Atomic int done; /* replay calls returned */
+} replayer_arg;
+
+static void *replay_n(void *p) {
+  replayer_arg *a = p;
+  for (int i = 0; i < a->n; i++) {
+    EXPECT_OK(weft_capture_replay(a->cap));
+    atomic_fetch_add(&a->done, 1);
+  }
+  return NULL;
+}
+
+/* Waits up to |ms| milliseconds for |a| to have returned |want| calls. */
+static int wait_done(replayer_arg *a, int want, int ms) {
+  for (int i = 0; i < ms && atomic_load(&a->done) < want; i++) sleep_us(1000);
+  return atomic_load(&a->done);
+}
+
+Test(replay, sixty_four_replays_in_flight_never_wait_and_the_next_waits_for_one, .timeout = 60) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_kernel gate;
+  EXPECT_OK(weft_kernel_host(e.dev, "gate", k_gate, NULL, &gate));
+  weft_buffer x = make_buffer(e.dev, 0), g = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 0, 0);
+  weft_capture *cap = prepare_on(e.dev, 0);
+  EXPECT_OK(weft_capture_begin(cap));
+  for (int i = 0; i < 8; i++) inc(e.dev, &k, 0, x, 1, 0);
+  EXPECT_OK(weft_capture_end(cap));
+  /* Stream 0 waits at a gate: no replay behind it can finish. */
+  atomic_store(&gate_open, false);
+  weft_binding gb = {g, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  EXPECT_OK(weft_launch(e.dev, 0, gate, one, one, &gb, 1, NULL, 0));
+  uint64_t calls = atomic_load(&kernel_calls);
+  replayer_arg a = {.cap = cap, .n = 65};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, replay_n, &a), 0);
+  /* Before, the 5th call waited for the first replay to finish. */
+  cr_assert_eq(wait_done(&a, 64, 20000), 64, "only %d replays returned behind the gate",
+               atomic_load(&a.done));
+  sleep_us(200000);
+  cr_assert_eq(atomic_load(&a.done), 64, "the 65th replay did not wait for a free instance");
+  cr_assert_eq(atomic_load(&kernel_calls), calls, "nothing ran behind the gate");
+  atomic_store(&gate_open, true);
+  pthread_join(th, NULL);
+  expect_all(e.dev, 0, x, 65 * 8, "every replay ran once");
+  cr_assert_eq(stats_of(e.dev).launches_replayed, 65 * 8);
+  weft_capture_destroy(cap);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  EXPECT_OK(weft_buffer_release(e.dev, g));
+  env_close(&e);
+}
+
+/* Six launches over streams 0..2 with every kind of cross-stream edge
+ * (read-after-write, write-after-read, write-after-write), from a = v:
+ * b = v + 1, c = v + 3, d = 2v + 3, a = 2v + 3, c = 3v + 4, b = v + 6. */
+static void crossing(weft_device *dev, const kernels *k, const weft_buffer *v) {
+  add(dev, k, 0, v[0], v[1], 1, 0);
+  add(dev, k, 1, v[1], v[2], 2, 50);
+  sum(dev, k, 2, v[0], v[2], v[3], 0);
+  add(dev, k, 0, v[3], v[0], 0, 50);
+  sum(dev, k, 1, v[0], v[1], v[2], 0);
+  inc(dev, k, 2, v[1], 5, 0);
+}
+
+Test(replay, replays_across_streams_match_eager_launches_with_work_between, .timeout = 60) {
+  env e = env_new(); /* 4 slots: the capture takes 0..2, eager work between runs on 3 */
+  kernels k = make_kernels(e.dev);
+  enum { ROUNDS = 24 };
+  weft_buffer v[4], out[2][2][ROUNDS]; /* [eager, replay][d, c][round] */
+  for (int i = 0; i < 4; i++) v[i] = make_buffer(e.dev, 0);
+  for (int w = 0; w < 2; w++)
+    for (int j = 0; j < 2; j++)
+      for (int r = 0; r < ROUNDS; r++) out[w][j][r] = make_buffer(e.dev, 3);
+  weft_stream_id ids[3] = {0, 1, 2};
+  weft_capture *cap;
+  EXPECT_OK(weft_capture_prepare(e.dev, ids, 3, &cap));
+  set(e.dev, &k, 0, v[0], 0, 0);
+  crossing(e.dev, &k, v); /* warm-up */
+  EXPECT_OK(weft_capture_begin(cap));
+  crossing(e.dev, &k, v);
+  EXPECT_OK(weft_capture_end(cap));
+  cr_assert_eq(weft_capture_launches(cap), 6);
+  /* The same rounds twice, eagerly then replayed: the input refreshed in
+   * place on stream 0 and the outputs copied out on stream 3 after each,
+   * all in flight together. */
+  for (int w = 0; w < 2; w++)
+    for (int r = 0; r < ROUNDS; r++) {
+      uint32_t in[ELEMS];
+      for (int i = 0; i < ELEMS; i++) in[i] = (uint32_t)r * 7;
+      EXPECT_OK(weft_buffer_write(e.dev, 0, v[0], 0, in, BYTES));
+      if (w)
+        EXPECT_OK(weft_capture_replay(cap));
+      else
+        crossing(e.dev, &k, v);
+      add(e.dev, &k, 3, v[3], out[w][0][r], 0, 0);
+      add(e.dev, &k, 3, v[2], out[w][1][r], 0, 0);
+    }
+  for (int r = 0; r < ROUNDS; r++) {
+    uint32_t x = (uint32_t)r * 7;
+    char what[64];
+    snprintf(what, sizeof(what), "round %d: eager d", r);
+    expect_all(e.dev, 3, out[0][0][r], 2 * x + 3, what);
+    snprintf(what, sizeof(what), "round %d: eager c", r);
+    expect_all(e.dev, 3, out[0][1][r], 3 * x + 4, what);
+    snprintf(what, sizeof(what), "round %d: replayed d", r);
+    expect_all(e.dev, 3, out[1][0][r], 2 * x + 3, what);
+    snprintf(what, sizeof(what), "round %d: replayed c", r);
+    expect_all(e.dev, 3, out[1][1][r], 3 * x + 4, what);
+  }
+  uint32_t last = (ROUNDS - 1) * 7;
+  expect_all(e.dev, 0, v[0], 2 * last + 3, "a");
+  expect_all(e.dev, 0, v[1], last + 6, "b");
+  cr_assert_eq(stats_of(e.dev).launches_replayed, 6 * ROUNDS);
+  weft_capture_destroy(cap);
+  for (int i = 0; i < 4; i++) EXPECT_OK(weft_buffer_release(e.dev, v[i]));
+  for (int w = 0; w < 2; w++)
+    for (int j = 0; j < 2; j++)
+      for (int r = 0; r < ROUNDS; r++) EXPECT_OK(weft_buffer_release(e.dev, out[w][j][r]));
+  env_close(&e);
+}
+
+/* y += 1 on stream 0; z = y on stream 1; w += 1 on stream 1 (independent). */
+static void fail_program(weft_device *dev, const kernels *k, weft_buffer y, weft_buffer z,
+                         weft_buffer w) {
+  inc(dev, k, 0, y, 1, 0);
+  add(dev, k, 1, y, z, 0, 0);
+  inc(dev, k, 1, w, 1, 0);
+}
+
+/* A read of |b| fails with one Unwritten whose root is the failpoint at
+ * |launch|; returns the length of its chain (the hops it was passed on). */
+static size_t expect_failed_at(weft_device *dev, weft_buffer b, uint64_t launch, const char *what) {
+  uint32_t got[ELEMS];
+  weft_status st = weft_buffer_read(dev, 1, b, 0, got, BYTES);
+  cr_assert_not_null(st, "%s: the read succeeded", what);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_SEVERAL, "%s", what);
+  weft_status u = weft_error_at(st, 0);
+  cr_assert_eq(weft_error_kind_of(u), WEFT_ERR_UNWRITTEN, "%s", what);
+  weft_status root = weft_error_root(u);
+  char want[64];
+  snprintf(want, sizeof(want), "launch %" PRIu64 " ", launch);
+  cr_assert_eq(weft_error_kind_of(root), WEFT_ERR_VALIDATION, "%s", what);
+  cr_assert_not_null(strstr(weft_error_message(root), want), "%s: root '%s' lacks '%s'", what,
+                     weft_error_message(root), want);
+  size_t hops = weft_error_chain_length(u);
+  weft_error_free(st);
+  return hops;
+}
+
+Test(replay, a_failure_in_the_tenth_of_twenty_replays_in_flight_taints_as_eager_launches_do,
+     .timeout = 60) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_kernel gate;
+  EXPECT_OK(weft_kernel_host(e.dev, "gate", k_gate, NULL, &gate));
+  weft_buffer y[2], z[2], w[2], g = make_buffer(e.dev, 0);
+  for (int i = 0; i < 2; i++) {
+    y[i] = make_buffer(e.dev, 0), z[i] = make_buffer(e.dev, 0), w[i] = make_buffer(e.dev, 0);
+    set(e.dev, &k, 0, y[i], 0, 0);
+    set(e.dev, &k, 0, z[i], 0, 0);
+    set(e.dev, &k, 0, w[i], 0, 0);
+  }
+  weft_stream_id ids[2] = {0, 1};
+  weft_capture *cap;
+  EXPECT_OK(weft_capture_prepare(e.dev, ids, 2, &cap));
+  EXPECT_OK(weft_capture_begin(cap));
+  fail_program(e.dev, &k, y[1], z[1], w[1]);
+  EXPECT_OK(weft_capture_end(cap));
+  /* Eagerly: 20 rounds behind a gate, the 10th round's y += 1 fails. */
+  weft_binding gb = {g, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  uint64_t failing[2];
+  weft_device_stats before[2], after[2];
+  for (int way = 0; way < 2; way++) {
+    EXPECT_OK(weft_sync(e.dev, 0));
+    EXPECT_OK(weft_sync(e.dev, 1));
+    before[way] = stats_of(e.dev);
+    uint64_t first = before[way].launches + 2; /* after the gate's */
+    failing[way] = first + 9 * 3;
+    char spec[64];
+    snprintf(spec, sizeof(spec), "launch#%" PRIu64 "=Validation", failing[way]);
+    EXPECT_OK(weft_device_set_failpoints(e.dev, spec));
+    atomic_store(&gate_open, false);
+    EXPECT_OK(weft_launch(e.dev, 0, gate, one, one, &gb, 1, NULL, 0));
+    for (int r = 0; r < 20; r++) {
+      if (way)
+        EXPECT_OK(weft_capture_replay(cap));
+      else
+        fail_program(e.dev, &k, y[0], z[0], w[0]);
+    }
+    atomic_store(&gate_open, true);
+    EXPECT_OK(weft_sync(e.dev, 0));
+    EXPECT_OK(weft_sync(e.dev, 1));
+    after[way] = stats_of(e.dev);
+    EXPECT_OK(weft_device_set_failpoints(e.dev, ""));
+  }
+  size_t hops[2][2];
+  for (int way = 0; way < 2; way++) {
+    const char *how = way ? "replayed" : "eager";
+    /* One failure; y's later increments and every later z = y are skipped. */
+    cr_assert_eq(after[way].launches_failed - before[way].launches_failed, 1, "%s", how);
+    cr_assert_eq(after[way].launches_skipped - before[way].launches_skipped, 10 + 11, "%s", how);
+    hops[way][0] = expect_failed_at(e.dev, y[way], failing[way], how);
+    hops[way][1] = expect_failed_at(e.dev, z[way], failing[way], how);
+    expect_all(e.dev, 1, w[way], 20, how); /* independent of the failure */
+  }
+  cr_assert_eq(hops[1][0], hops[0][0], "y's chain: %zu hops replayed, %zu eager", hops[1][0],
+               hops[0][0]);
+  cr_assert_eq(hops[1][1], hops[0][1], "z's chain: %zu hops replayed, %zu eager", hops[1][1],
+               hops[0][1]);
+  cr_assert_eq(after[1].launches_replayed - before[1].launches_replayed, 60);
+  weft_capture_destroy(cap);
+  for (int i = 0; i < 2; i++) {
+    EXPECT_OK(weft_buffer_release(e.dev, y[i]));
+    EXPECT_OK(weft_buffer_release(e.dev, z[i]));
+    EXPECT_OK(weft_buffer_release(e.dev, w[i]));
+  }
+  EXPECT_OK(weft_buffer_release(e.dev, g));
+  env_close(&e);
+}
+
+Test(replay, replays_across_streams_allocate_nothing_once_warm, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.max_pending_commands = 2;
+  env_open(&e);
+  kernels k = make_kernels(e.dev);
+  weft_buffer v[4];
+  for (int i = 0; i < 4; i++) v[i] = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, v[0], 0, 0);
+  weft_stream_id ids[3] = {0, 1, 2};
+  weft_capture *cap;
+  EXPECT_OK(weft_capture_prepare(e.dev, ids, 3, &cap));
+  crossing(e.dev, &k, v);
+  EXPECT_OK(weft_capture_begin(cap));
+  for (int i = 0; i < 4; i++) crossing(e.dev, &k, v);
+  EXPECT_OK(weft_capture_end(cap));
+  for (int i = 0; i < 1000; i++) EXPECT_OK(weft_capture_replay(cap));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_alloc_counts b0 = weft_counting_allocator_counts(e.ca);
+  for (int i = 0; i < 1000; i++) EXPECT_OK(weft_capture_replay(cap));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_alloc_counts b1 = weft_counting_allocator_counts(e.ca);
+  cr_assert_eq(b1.allocs, b0.allocs, "%" PRIu64 " allocations over 24,000 replayed launches",
+               b1.allocs - b0.allocs);
+  weft_capture_destroy(cap);
+  for (int i = 0; i < 4; i++) EXPECT_OK(weft_buffer_release(e.dev, v[i]));
   env_close(&e);
 }

@@ -5,55 +5,102 @@
 # tests/gpu/README.md.
 #
 #   tests/gpu/run.sh [--fake] [--no-install] [OUTDIR]
+#   tests/gpu/run.sh --bundle DIR [--from BUILD] [--self-test] [--no-install]
 #
 #   --fake        build the fake driver (tests/fake_cuda) and run against it
 #                 instead of libcuda.so.1 (for trying the script without a GPU)
 #   --no-install  never try scripts/install-deps.sh when something is missing
+#   --bundle DIR  build (Release, build-gpu-bundle) and fill DIR with the CUDA
+#                 test programs, weft-bench, the libraries they need beyond
+#                 glibc and a runner, DIR/run.sh, for a machine that has the
+#                 NVIDIA driver and nothing else (tests/gpu/bundle_run.sh)
+#   --from BUILD  with --bundle: take the programs from BUILD, an existing
+#                 build tree with the CUDA backend, instead of building
+#   --self-test   with --bundle: then run a copy of DIR elsewhere against the
+#                 bundle's fake driver, in an empty environment, with the
+#                 build trees and the system's copies of the bundled libraries
+#                 hidden where a private mount namespace allows
 #
 # Exit status: 0 everything ran and passed; 1 a build, suite or benchmark
 # failed; 2 a prerequisite is missing (named on stderr and in OUTDIR/summary.txt
 # when OUTDIR could be made); 3 nothing failed but the CUDA path was not
-# exercised (the benchmarks skipped, or every suite test skipped).
+# exercised (the benchmarks skipped, or every suite test skipped). With
+# --bundle: 0 the bundle is made (and its self-test passed), 1 it could not be
+# made, is over its size limit or its self-test failed, 2 as above.
 set -uo pipefail
 
 START=$(date +%s)
 BUDGET_S=${WEFT_GPU_BUDGET_S:-570} # stay under 10 minutes in all
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 
 FAKE=0
 INSTALL=1
 OUTDIR=""
-for a in "$@"; do
-  case "$a" in
+BUNDLE=""
+FROM=""
+SELF_TEST=0
+while [ $# -gt 0 ]; do
+  case "$1" in
   --fake) FAKE=1 ;;
   --no-install) INSTALL=0 ;;
+  --self-test) SELF_TEST=1 ;;
+  --bundle | --from)
+    if [ $# -lt 2 ] || [ -z "$2" ]; then
+      echo "run.sh: $1 needs a directory" >&2
+      exit 2
+    fi
+    if [ "$1" = --bundle ]; then BUNDLE=$2; else FROM=$2; fi
+    shift
+    ;;
   -h | --help)
     usage
     exit 0
     ;;
   -*)
-    echo "run.sh: unknown option '$a'" >&2
+    echo "run.sh: unknown option '$1'" >&2
     usage >&2
     exit 2
     ;;
   *)
     if [ -n "$OUTDIR" ]; then
-      echo "run.sh: more than one OUTDIR ('$OUTDIR', '$a')" >&2
+      echo "run.sh: more than one OUTDIR ('$OUTDIR', '$1')" >&2
       exit 2
     fi
-    OUTDIR=$a
+    OUTDIR=$1
     ;;
   esac
+  shift
 done
+if [ -z "$BUNDLE" ] && { [ -n "$FROM" ] || [ "$SELF_TEST" = 1 ]; }; then
+  echo "run.sh: --from and --self-test go with --bundle DIR" >&2
+  exit 2
+fi
+if [ -n "$BUNDLE" ] && { [ "$FAKE" = 1 ] || [ -n "$OUTDIR" ]; }; then
+  echo "run.sh: --bundle takes no --fake or OUTDIR (the bundle's own run.sh does)" >&2
+  exit 2
+fi
+# DIR and BUILD are relative to the caller's directory (the script works in the root).
+case "$BUNDLE" in "" | /*) ;; *) BUNDLE=$PWD/$BUNDLE ;; esac
+if [ -n "$FROM" ]; then
+  FROM=$(cd "$FROM" 2>/dev/null && pwd) || {
+    echo "run.sh: --from: no such directory" >&2
+    exit 2
+  }
+fi
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${WEFT_GPU_BUILD_DIR:-$ROOT/build-gpu}
+if [ -n "$BUNDLE" ]; then
+  BUILD=${WEFT_GPU_BUILD_DIR:-$ROOT/build-gpu-bundle}
+  [ -n "$FROM" ] && BUILD=$FROM
+  OUTDIR=$BUILD/bundle-logs # the bundle step's own logs, beside its build
+fi
 OUTDIR=${OUTDIR:-gpu-results}
 mkdir -p "$OUTDIR" || {
   echo "run.sh: cannot create $OUTDIR" >&2
   exit 2
 }
 OUTDIR=$(cd "$OUTDIR" && pwd)
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${WEFT_GPU_BUILD_DIR:-$ROOT/build-gpu}
 cd "$ROOT" || exit 2
 
 SUMMARY=$OUTDIR/summary.txt
@@ -126,6 +173,12 @@ check_prereqs() {
   find_cuda_headers || MISSING+=("the CUDA headers: cuda.h and cudaTypedefs.h (the CUDA toolkit's include directory; searched \$CUDA_HOME/include, \$CUDA_PATH/include, /usr/local/cuda*/include, /opt/cuda/include, /usr/include; set CUDA_HOME)")
 }
 
+if [ -n "$FROM" ]; then
+  # shellcheck source=tests/gpu/bundle.sh
+  . "$ROOT/tests/gpu/bundle.sh"
+  make_bundle
+  exit $?
+fi
 check_prereqs
 if [ "${#MISSING[@]}" -gt 0 ] && [ "$INSTALL" = 1 ] && [ -x scripts/install-deps.sh ] &&
   command -v apt-get >/dev/null 2>&1 &&
@@ -141,6 +194,13 @@ if [ "${#MISSING[@]}" -gt 0 ]; then
   say "result: MISSING (exit 2)"
   for m in "${MISSING[@]}"; do log "missing: $m"; done
   exit 2
+fi
+
+if [ -n "$BUNDLE" ]; then
+  # shellcheck source=tests/gpu/bundle.sh
+  . "$ROOT/tests/gpu/bundle.sh"
+  make_bundle
+  exit $?
 fi
 
 if [ "$FAKE" = 1 ]; then

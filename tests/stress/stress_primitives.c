@@ -421,7 +421,9 @@ static void stress_handles(void) {
 
 /* ---- eventcount ------------------------------------------------------------------ */
 
-enum { EC_PRODUCERS = 2, EC_CONSUMERS = 2, EC_PER_PRODUCER = 10000 };
+/* Four consumers: a notify_one that wakes one of several parked consumers
+ * leaves the PARKED bit set for the others (core/sync.h). */
+enum { EC_PRODUCERS = 2, EC_CONSUMERS = 4, EC_PER_PRODUCER = 10000 };
 
 static weft_eventcount ec;
 static bool ec_notify_all; /* this round: weft__ec_notify, else weft__ec_notify_one */
