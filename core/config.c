@@ -27,6 +27,7 @@ typedef struct config {
   weft_scheduler_mode scheduler; /* THREAD or COMBINING when valid */
   bool scheduler_invalid;
   char scheduler_value[QUOTE_MAX + 4]; /* the bad value, "..." when cut */
+  uint32_t host_threads;               /* WEFT_HOST_THREADS; 0: unset */
   bool has_cuda_driver;
   char cuda_driver[WEFT_CONFIG_PATH_MAX + 1];
   weft_config_hunt hunt;
@@ -120,6 +121,7 @@ static void read_all(config *c) {
   c->strict_wakeups = flag("WEFT_STRICT_WAKEUPS");
   read_scheduler(c);
   read_cuda_driver(c);
+  c->host_threads = (uint32_t)number("WEFT_HOST_THREADS", 0, 64, 0);
   weft_config_hunt *h = &c->hunt;
   h->chaos = (int)number("WEFT_CHAOS", 0, INT_MAX, 0);
   h->delay_site = (int)number("WEFT_DELAY_SITE", -1, INT_MAX, -1);
@@ -159,6 +161,10 @@ weft_status weft_config_scheduler(weft_scheduler_mode *out) {
                            c->scheduler_value);
   *out = c->scheduler;
   return NULL;
+}
+
+uint32_t weft_config_host_threads(void) {
+  return get()->host_threads;
 }
 
 const char *weft_config_cuda_driver(void) {

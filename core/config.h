@@ -49,6 +49,11 @@ bool weft_config_strict_wakeups(void);
  * other value is InvalidArgument naming it, *out untouched. */
 WEFT_MUST_USE_RESULT weft_status weft_config_scheduler(weft_scheduler_mode *out);
 
+/* WEFT_HOST_THREADS: the host pool's thread cap for devices opened with
+ * options.host_threads 0; 0 when unset (one thread per stream). A value that
+ * is not 0..64 warns and counts as unset. */
+uint32_t weft_config_host_threads(void);
+
 /* WEFT_CUDA_DRIVER: the driver library to dlopen, or NULL when the variable
  * is unset or empty (the loader then opens libcuda.so.1). A value longer than
  * WEFT_CONFIG_PATH_MAX gives a path that names the problem and cannot open,

@@ -83,6 +83,7 @@ static weft_status validate_options(const weft_device_options *o, weft_device_op
   if (out->scheduler != WEFT_SCHEDULER_THREAD && out->scheduler != WEFT_SCHEDULER_COMBINING)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown scheduler mode %d",
                            (int)out->scheduler);
+  if (out->host_threads == 0) out->host_threads = weft_config_host_threads();
   if (out->host_threads > WEFT_MAX_STREAMS)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "host_threads is %u; it must be 0..%u",
                            out->host_threads, WEFT_MAX_STREAMS);

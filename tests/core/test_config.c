@@ -7,6 +7,7 @@
 #endif
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,10 @@
 #include "core/hunt.h"
 
 static const char *const variables[] = {
-    "WEFT_LOG",        "WEFT_STRICT_WAKEUPS", "WEFT_SCHEDULER",  "WEFT_CUDA_DRIVER",
-    "WEFT_FAILPOINTS", "WEFT_CHAOS",          "WEFT_DELAY_SITE", "WEFT_DELAY_US",
-    "WEFT_DELAY_P",    "WEFT_PARK_MS",        "WEFT_HUNT_DROP",  "WEFT_HUNT_VERBOSE",
+    "WEFT_LOG",          "WEFT_STRICT_WAKEUPS", "WEFT_SCHEDULER",  "WEFT_CUDA_DRIVER",
+    "WEFT_FAILPOINTS",   "WEFT_CHAOS",          "WEFT_DELAY_SITE", "WEFT_DELAY_US",
+    "WEFT_DELAY_P",      "WEFT_PARK_MS",        "WEFT_HUNT_DROP",  "WEFT_HUNT_VERBOSE",
+    "WEFT_HOST_THREADS",
 };
 
 static void clean(void) {
@@ -225,6 +227,82 @@ Test(config, a_bad_number_warns_and_gives_the_default) {
     cr_assert_eq(h->delay_p, 1);
     cr_assert_eq(h->park_ms, -1);
   }
+}
+
+/* Threads of this process named |name| (/proc/self/task/N/comm). */
+static int threads_named(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  cr_assert_not_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue; /* the thread has exited */
+    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
+    fclose(f);
+    n += strcmp(comm, name) == 0;
+  }
+  closedir(d);
+  return n;
+}
+
+static void read_host_threads(void) {
+  (void)weft_config_host_threads();
+}
+
+Test(config, host_threads_takes_0_to_64_and_a_bad_value_warns_and_means_unset) {
+  cr_assert_eq(weft_config_host_threads(), 0, "unset: one thread per stream");
+  set("WEFT_HOST_THREADS", "2");
+  cr_assert_eq(weft_config_host_threads(), 2);
+  set("WEFT_HOST_THREADS", "64");
+  cr_assert_eq(weft_config_host_threads(), 64);
+  const char *bad[] = {"65", "-1", "two", "3x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    set("WEFT_HOST_THREADS", bad[i]);
+    char *err = stderr_of(read_host_threads);
+    cr_assert(strstr(err, "WEFT_HOST_THREADS"), "'%s' warns naming the variable: %s", bad[i], err);
+    free(err);
+    cr_assert_eq(weft_config_host_threads(), 0, "'%s' counts as unset", bad[i]);
+  }
+}
+
+/* A device left at host_threads 0 takes the variable's cap; one that names
+ * its cap keeps it. The cap only changes how many threads run the streams:
+ * results are the same. */
+Test(config, a_device_takes_the_host_threads_variable_only_when_it_names_none) {
+  set("WEFT_HOST_THREADS", "1");
+  weft_device *dev = NULL;
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.max_streams = 4;
+  cr_assert_null(weft_device_open(&o, &dev));
+  weft_buffer b[4];
+  for (int s = 0; s < 4; s++) {
+    cr_assert_null(weft_buffer_create(dev, (weft_stream_id)s, 8, &b[s]));
+    uint64_t v = (uint64_t)s;
+    cr_assert_null(weft_buffer_write(dev, (weft_stream_id)s, b[s], 0, &v, 8));
+  }
+  for (int s = 0; s < 4; s++) {
+    uint64_t v = 0;
+    cr_assert_null(weft_buffer_read(dev, (weft_stream_id)s, b[s], 0, &v, 8));
+    cr_assert_eq(v, (uint64_t)s);
+    cr_assert_null(weft_buffer_release(dev, b[s]));
+  }
+  cr_assert_eq(threads_named("weft-pool"), 1, "four streams, one pool thread");
+  weft_device_close(dev);
+  o.host_threads = 2;
+  cr_assert_null(weft_device_open(&o, &dev));
+  for (int s = 0; s < 4; s++) { /* a write starts the stream */
+    uint64_t v = 7;
+    cr_assert_null(weft_buffer_create(dev, (weft_stream_id)s, 8, &b[s]));
+    cr_assert_null(weft_buffer_write(dev, (weft_stream_id)s, b[s], 0, &v, 8));
+    cr_assert_null(weft_buffer_read(dev, (weft_stream_id)s, b[s], 0, &v, 8));
+    cr_assert_null(weft_buffer_release(dev, b[s]));
+  }
+  cr_assert_eq(threads_named("weft-pool"), 2, "the option wins over the variable");
+  weft_device_close(dev);
 }
 
 Test(config, hunt_drop_takes_a_kind_and_an_optional_count) {
