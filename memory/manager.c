@@ -269,8 +269,8 @@ static weft_status forbidden(uint64_t size) {
 
 static void tick(weft_mm *mm) {
   for (uint32_t i = 0; i < mm->ndynamic; i++)
-    weft_pool_cleanup(mm->dynamic[i], false, mm->reserves);
-  weft_pool_cleanup(mm->dedicated, false, mm->reserves);
+    if (weft_pool_periodic(mm->dynamic[i])) weft_pool_cleanup(mm->dynamic[i], false, mm->reserves);
+  if (weft_pool_periodic(mm->dedicated)) weft_pool_cleanup(mm->dedicated, false, mm->reserves);
   weft_arena_tick(mm);
 }
 

@@ -105,7 +105,7 @@ static uint32_t prio_next(weft_page *pg) {
   return x;
 }
 
-static void fix(weft_slice *S, uint32_t x) {
+static inline void fix(weft_slice *S, uint32_t x) {
   uint64_t m = S[x].size;
   uint32_t l = S[x].left, r = S[x].right;
   if (l != WEFT_NIL && S[l].max > m) m = S[l].max;
@@ -221,6 +221,37 @@ static uint32_t t_first_fit(tree *c, uint32_t t, uint64_t eff) {
     else
       t = S[t].right;
   }
+}
+
+/* First fit and carve in one descent: takes the free slice of lowest offset
+ * under |t| whose capacity is at least |eff| (the tree's max is), returns it
+ * in |*f|, and puts in its place the remainder |r| (a spare slot, filled
+ * here) or, when nothing remains, no slice (then *r_used is false). */
+static uint32_t t_take(tree *c, uint32_t t, uint64_t eff, uint32_t r, uint32_t *f, bool *r_used) {
+  weft_slice *S = c->S;
+  c->visits++;
+  uint32_t l = S[t].left;
+  if (l != WEFT_NIL && S[l].max >= eff) {
+    S[t].left = t_take(c, l, eff, r, f, r_used);
+  } else if (S[t].size >= eff) {
+    *f = t;
+    if (S[t].size == eff) {
+      *r_used = false;
+      return t_join(c, l, S[t].right);
+    }
+    *r_used = true;
+    S[r].offset = S[t].offset + eff;
+    S[r].size = S[t].size - eff;
+    S[r].left = l;
+    S[r].right = S[t].right;
+    S[r].prio = S[t].prio;
+    fix(S, r);
+    return r;
+  } else {
+    S[t].right = t_take(c, S[t].right, eff, r, f, r_used);
+  }
+  fix(S, t);
+  return t;
 }
 
 /* ---- the page tree of a sliced pool ------------------------------------------------------ */
@@ -408,34 +439,47 @@ weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size) {
 
 /* ---- slices ------------------------------------------------------------------------------ */
 
-/* Takes free slice |f| of sliced page |page| for |m| (effective bytes |eff|,
- * at most its capacity): |f| becomes the allocation, and a remainder, a new
- * slice right after it, takes f's place among the free slices. False (and
- * nothing changed) when no slot is left for the remainder. */
-static bool carve(weft_pool *p, uint32_t page, uint32_t f, weft_mem *m, uint64_t eff) {
+/* Links remainder slot |r| (offset and size set) right after slice |f|. */
+static void link_after(weft_page *pg, uint32_t f, uint32_t r) {
+  weft_slice *S = pg->slices;
+  uint32_t next = S[f].next;
+  S[r].prev = f;
+  S[r].next = next;
+  S[r].owner = NULL;
+  S[r].owner_id = 0;
+  S[r].padding = 0;
+  if (next != WEFT_NIL) S[next].prev = r;
+  S[f].next = r;
+  pg->nslices++;
+}
+
+/* Serves |m| (effective bytes |eff|) from the first free slice of sliced
+ * page |page| that holds it (its largest free slice does): that slice
+ * becomes the allocation, and the remainder, a new slice right after it,
+ * takes its place among the free slices. False (and nothing changed) when
+ * no slot is left for a remainder. */
+static bool carve(weft_pool *p, uint32_t page, weft_mem *m, uint64_t eff) {
   weft_page *pg = &p->pages[page];
-  uint64_t capacity = pg->slices[f].size; /* a free slice's padding is 0 */
   tree c = {.S = NULL, .visits = 0};
-  if (capacity > eff) {
-    uint32_t r;
-    if (!slot_take(p->mm->alloc, pg, &r)) return false;
-    weft_slice *S = c.S = pg->slices;
-    uint32_t next = S[f].next;
-    S[r] = (weft_slice){.offset = S[f].offset + eff,
-                        .size = capacity - eff,
-                        .prev = f,
-                        .next = next,
-                        .left = WEFT_NIL,
-                        .right = WEFT_NIL};
-    if (next != WEFT_NIL) S[next].prev = r;
-    S[f].next = r;
-    pg->nslices++;
-    pg->root = t_replace(&c, pg->root, S[f].offset, r);
-  } else {
+  uint32_t f = WEFT_NIL, r;
+  bool r_used = false;
+  if (slot_take(p->mm->alloc, pg, &r)) { /* the common case: one descent */
     c.S = pg->slices;
+    pg->root = t_take(&c, pg->root, eff, r, &f, &r_used);
+    if (r_used)
+      link_after(pg, f, r);
+    else
+      slot_put(pg, r);
+  } else { /* no slot to spare: only an exact fit can be served */
+    c.S = pg->slices;
+    f = t_first_fit(&c, pg->root, eff);
+    if (pg->slices[f].size != eff) {
+      p->mm->slice_visits += c.visits;
+      return false;
+    }
     pg->root = t_erase(&c, pg->root, pg->slices[f].offset);
-    pg->nfree--;
   }
+  if (!r_used) pg->nfree--;
   p->mm->slice_visits += c.visits;
   /* Padding keeps every byte of the slice's capacity: nothing is lost on reuse. */
   set_owner(p, page, f, m, m->size, eff - m->size);
@@ -567,11 +611,7 @@ static bool sliced_try(weft_pool *p, weft_mem *m) {
   uint64_t eff = effective(p, m->size);
   uint32_t i = seg_first_fit(p, eff);
   if (i == UINT32_MAX) return false;
-  weft_page *pg = &p->pages[i];
-  tree c = {.S = pg->slices, .visits = 0};
-  uint32_t f = t_first_fit(&c, pg->root, eff);
-  p->mm->slice_visits += c.visits;
-  return carve(p, i, f, m, eff);
+  return carve(p, i, m, eff);
 }
 
 static bool exclusive_try(weft_pool *p, weft_mem *m) {
@@ -676,7 +716,7 @@ weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool may_release, bool *c
   weft_page *pg = &p->pages[idx];
   if (p->cfg.kind == WEFT_POOL_EXCLUSIVE) pg->free_count = 4;
   if (p->cfg.kind == WEFT_POOL_SLICED) {
-    if (!carve(p, idx, 0, m, eff)) {
+    if (!carve(p, idx, m, eff)) {
       weft_pool_release_page(p, idx);
       return no_meta();
     }

@@ -68,6 +68,21 @@ void weft_pool_free(weft_pool *p, weft_mem *m);
  * reservation count (exclusive periods). */
 void weft_pool_cleanup(weft_pool *p, bool explicit_, uint64_t reserves);
 
+/* Whether a periodic cleanup of |p| can do anything (the manager's tick
+ * calls weft_pool_cleanup only then: it runs before every ALLOW reservation). */
+static inline bool weft_pool_periodic(const weft_pool *p) {
+  switch (p->cfg.kind) {
+  case WEFT_POOL_SLICED:
+    return p->outdated;
+  case WEFT_POOL_EXCLUSIVE:
+    return p->cfg.dealloc_period != WEFT_NO_PERIOD;
+  case WEFT_POOL_DIRECT:
+  case WEFT_POOL_PERSISTENT:
+    return p->release_free;
+  }
+  return true;
+}
+
 /* The page and slice |m| owns, or NULL (stale, unplaced, elsewhere). */
 weft_slice *weft_pool_find(const weft_pool *p, const weft_mem *m, weft_page **page);
 /* Maps a lazy page (dry run) for an allocation of |size| bytes;
