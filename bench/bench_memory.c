@@ -9,8 +9,11 @@
  *                                 the same sizes through the same window.
  *                                 Counts the storage allocations the timed
  *                                 runs make: the target is none.
- *   mem_reserve_release_*_w256    the same with 256 live allocations: how the
- *                                 cost grows with what a manager holds.
+ *   mem_reserve_release_*_w256, _w4096
+ *                                 the same with 256 / 4096 live allocations:
+ *                                 how the cost grows with what a manager
+ *                                 holds (baselines mem_mallocx_dallocx_w256,
+ *                                 _w4096).
  *   mem_trace_<layout>            ns per pass of an ML-like trace (a CNN's
  *                                 weights, two training steps, a shrink);
  *                                 the peaks of a cold pass go to the
@@ -162,24 +165,30 @@ static void base_free(void *p, uint64_t size) {
  * prefix of one, each from an empty window. Sizes are log-uniform over 64 B
  * .. 4 MiB (an exponent 6..21, then uniform within the octave: most are not
  * multiples of 64). The main window holds 32 live allocations; the _w256
- * rows hold 256, to show how the cost grows with what a manager holds. */
+ * rows hold 256 and the _w4096 rows 4096, to show how the cost grows with
+ * what a manager holds. A pass is RR_PASS reservations, or 16 windows when
+ * that is more (the w4096 pass: 65536), so the window is full (95% after
+ * three windows' worth) for most of it. */
 
 #define RR_PASS       4096u
 #define RR_WINDOW     32u
 #define RR_WIDE       256u
-#define RR_MAX_WINDOW 256u
-#define RR_ITERS      (5u * RR_PASS) /* 20480: 5 passes */
+#define RR_HUGE       4096u
+#define RR_MAX_WINDOW RR_HUGE
+#define RR_SEQ        (16u * RR_MAX_WINDOW) /* reservations of the longest pass */
+#define RR_ITERS      (5u * RR_PASS)        /* 20480: 5 passes */
+#define RR_HUGE_ITERS (16u * RR_HUGE)       /* 65536: one w4096 pass */
 #define RR_SEED       UINT64_C(0x5EED0001)
 #define RR_WARMUP_MAX 8u /* warm-up passes until one adds no page */
 
-static uint64_t rr_size[RR_PASS];
-static uint32_t rr_pick[RR_PASS];
+static uint64_t rr_size[RR_SEQ];
+static uint32_t rr_pick[RR_SEQ];
 static bool rr_built;
 
 static void rr_build(void) {
   if (rr_built) return;
   uint64_t s = RR_SEED;
-  for (uint32_t k = 0; k < RR_PASS; k++) {
+  for (uint32_t k = 0; k < RR_SEQ; k++) { /* the first RR_PASS: as they always were */
     unsigned e = 6 + (unsigned)(rng_next(&s) % 16);
     uint64_t lo = UINT64_C(1) << e;
     rr_size[k] = lo + rng_next(&s) % lo;
@@ -223,12 +232,23 @@ static void rr_pass_mm(rr_state *s, uint32_t count) {
     if (weft_mem_is_placed(&s->mem[j])) weft_mm_free(mm, &s->mem[j]);
 }
 
-/* arg of a reserve+release benchmark: the layout, | WIDE for the window of 256. */
+/* The reservations of one pass through a window of |window|. */
+static uint32_t rr_pass_len(uint32_t window) {
+  return 16 * window > RR_PASS ? 16 * window : RR_PASS;
+}
+
+/* arg of a reserve+release benchmark: the layout, | WIDE for the window of
+ * 256, | HUGE for 4096. */
 #define WIDE 0x10
+#define HUGE 0x20
+
+static uint32_t rr_window_of(int arg) {
+  return arg & HUGE ? RR_HUGE : arg & WIDE ? RR_WIDE : RR_WINDOW;
+}
 
 static void rr_setup(void **state, wb_ctx *c) {
-  int layout = wb_arg(c) & ~WIDE;
-  uint32_t window = wb_arg(c) & WIDE ? RR_WIDE : RR_WINDOW;
+  int layout = wb_arg(c) & ~(WIDE | HUGE);
+  uint32_t window = rr_window_of(wb_arg(c));
   rr_build();
   rr_state *s = wb_calloc(1, sizeof(*s));
   s->layout = layout;
@@ -242,7 +262,7 @@ static void rr_setup(void **state, wb_ctx *c) {
   uint64_t cold = 0;
   for (;;) {
     uint64_t before = storage_calls(&s->env);
-    rr_pass_mm(s, RR_PASS);
+    rr_pass_mm(s, rr_pass_len(window));
     passes++;
     uint64_t made = storage_calls(&s->env) - before;
     cold += made;
@@ -261,8 +281,9 @@ static uint64_t rr_run(void *state, uint64_t n, wb_ctx *c) {
   rr_state *s = state;
   uint64_t calls0 = storage_calls(&s->env);
   uint64_t t0 = wb_now_ns();
+  uint32_t pass = rr_pass_len(s->window);
   for (uint64_t done = 0; done < n;) {
-    uint32_t c = n - done < RR_PASS ? (uint32_t)(n - done) : RR_PASS;
+    uint32_t c = n - done < pass ? (uint32_t)(n - done) : pass;
     rr_pass_mm(s, c);
     done += c;
   }
@@ -314,13 +335,13 @@ static void rrb_pass(rrb_state *s, uint32_t count) {
     }
 }
 
-/* arg: WIDE for the window of 256. */
+/* arg: WIDE for the window of 256, HUGE for 4096. */
 static void rrb_setup(void **state, wb_ctx *c) {
   rr_build();
   rrb_state *s = wb_calloc(1, sizeof(*s));
-  s->window = wb_arg(c) & WIDE ? RR_WIDE : RR_WINDOW;
+  s->window = rr_window_of(wb_arg(c));
   if (s->window == RR_WINDOW) note_baseline_allocator(c);
-  rrb_pass(s, RR_PASS); /* the same warm-up as the managers' first pass */
+  rrb_pass(s, rr_pass_len(s->window)); /* the same warm-up as the managers' first pass */
   *state = s;
 }
 
@@ -328,8 +349,9 @@ static uint64_t rrb_run(void *state, uint64_t n, wb_ctx *c) {
   (void)c;
   rrb_state *s = state;
   uint64_t t0 = wb_now_ns();
+  uint32_t pass = rr_pass_len(s->window);
   for (uint64_t done = 0; done < n;) {
-    uint32_t c = n - done < RR_PASS ? (uint32_t)(n - done) : RR_PASS;
+    uint32_t c = n - done < pass ? (uint32_t)(n - done) : pass;
     rrb_pass(s, c);
     done += c;
   }
@@ -996,7 +1018,7 @@ static const wb_bench benches[] = {
      .run = cl_run,
      .teardown = cl_teardown},
     {.name = "mem_reserve_release_subslices",
-     .target_ratio = 2.0 /* within 2x of mallocx (jemalloc builds) */,
+     .target_ratio = 1.0 /* issue 14: at most mallocx (jemalloc builds) at 32, 256, 4096 live */,
      .group = &storage_group,
      .description = "weft_mm_reserve + weft_mm_free, SUBSLICES, warm; 64 B .. 4 MiB through a "
                     "window of 32 live allocations",
@@ -1007,7 +1029,7 @@ static const wb_bench benches[] = {
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_reserve_release_adaptive",
-     .target_ratio = 2.0,
+     .target_ratio = 1.0,
      .group = &storage_group,
      .description = "as mem_reserve_release_subslices, ADAPTIVE layout",
      .baseline = "mem_mallocx_dallocx",
@@ -1034,6 +1056,7 @@ static const wb_bench benches[] = {
      .run = rrb_run,
      .teardown = rrb_teardown},
     {.name = "mem_reserve_release_subslices_w256",
+     .target_ratio = 1.0,
      .group = &storage_group,
      .description = "as mem_reserve_release_subslices, a window of 256 live allocations",
      .baseline = "mem_mallocx_dallocx_w256",
@@ -1043,6 +1066,7 @@ static const wb_bench benches[] = {
      .run = rr_run,
      .teardown = rr_teardown},
     {.name = "mem_reserve_release_adaptive_w256",
+     .target_ratio = 1.0,
      .group = &storage_group,
      .description = "as mem_reserve_release_adaptive, a window of 256 live allocations",
      .baseline = "mem_mallocx_dallocx_w256",
@@ -1056,6 +1080,34 @@ static const wb_bench benches[] = {
      .description = "baseline: as mem_mallocx_dallocx, a window of 256 live allocations",
      .iterations = RR_ITERS,
      .arg = WIDE,
+     .setup = rrb_setup,
+     .run = rrb_run,
+     .teardown = rrb_teardown},
+    {.name = "mem_reserve_release_subslices_w4096",
+     .target_ratio = 1.0,
+     .group = &storage_group,
+     .description = "as mem_reserve_release_subslices, a window of 4096 live allocations",
+     .baseline = "mem_mallocx_dallocx_w4096",
+     .iterations = RR_HUGE_ITERS,
+     .arg = L_SUBSLICES | HUGE,
+     .setup = rr_setup,
+     .run = rr_run,
+     .teardown = rr_teardown},
+    {.name = "mem_reserve_release_adaptive_w4096",
+     .target_ratio = 1.0,
+     .group = &storage_group,
+     .description = "as mem_reserve_release_adaptive, a window of 4096 live allocations",
+     .baseline = "mem_mallocx_dallocx_w4096",
+     .iterations = RR_HUGE_ITERS,
+     .arg = L_ADAPTIVE | HUGE,
+     .setup = rr_setup,
+     .run = rr_run,
+     .teardown = rr_teardown},
+    {.name = "mem_mallocx_dallocx_w4096",
+     .group = &storage_group,
+     .description = "baseline: as mem_mallocx_dallocx, a window of 4096 live allocations",
+     .iterations = RR_HUGE_ITERS,
+     .arg = HUGE,
      .setup = rrb_setup,
      .run = rrb_run,
      .teardown = rrb_teardown},

@@ -190,6 +190,13 @@ weft_status weft_mm_create(const weft_mm_config *cfg, weft_storage *storage,
   mm->storage = storage;
   mm->alloc = alloc;
   mm->align = weft_storage_alignment(storage);
+  if (mm->align == 0 || mm->align > UINT32_MAX) { /* a slice's padding is below it (uint32_t) */
+    weft_status st = weft_error_make(
+        WEFT_ERR_INVALID_ARGUMENT,
+        "memory manager: storage alignment %" PRIu64 " is not in 1 .. 2^32 - 1", mm->align);
+    weft__free(alloc, mm, sizeof(*mm), 16);
+    return st;
+  }
   mm->max_page = cfg->max_page ? cfg->max_page : 4 * GiB;
   mm->device_bytes = cfg->device_bytes;
   mm->persistent_policy = cfg->persistent;
@@ -262,8 +269,8 @@ static weft_status forbidden(uint64_t size) {
 
 static void tick(weft_mm *mm) {
   for (uint32_t i = 0; i < mm->ndynamic; i++)
-    weft_pool_cleanup(mm->dynamic[i], false, mm->reserves);
-  weft_pool_cleanup(mm->dedicated, false, mm->reserves);
+    if (weft_pool_periodic(mm->dynamic[i])) weft_pool_cleanup(mm->dynamic[i], false, mm->reserves);
+  if (weft_pool_periodic(mm->dedicated)) weft_pool_cleanup(mm->dedicated, false, mm->reserves);
   weft_arena_tick(mm);
 }
 
@@ -382,12 +389,8 @@ void weft_mm_cleanup(weft_mm *mm) {
 
 static void guard(weft_mm *mm, const weft_mem *m, int delta) {
   weft_pool *p = owner_pool(mm, m);
-  weft_page *pg;
-  if (!p || !weft_pool_find(p, m, &pg)) return;
-  if (delta > 0)
-    pg->guards++;
-  else if (pg->guards)
-    pg->guards--;
+  if (!p || !weft_pool_find(p, m, NULL)) return;
+  weft_pool_guard(p, m->page, delta);
 }
 
 void weft_mm_guard(weft_mm *mm, const weft_mem *m) {
@@ -450,11 +453,8 @@ static uint64_t largest_free_in(const weft_pool *p) {
       if (pg->nslices && !pg->slices[0].owner && pg->size > best) best = pg->size;
       continue;
     }
-    uint64_t run = 0;
-    for (uint32_t s = 0; s < pg->nslices; s++) {
-      run = pg->slices[s].owner ? 0 : run + pg->slices[s].size + pg->slices[s].padding;
-      if (run > best) best = run;
-    }
+    if (pg->root != WEFT_NIL && pg->slices[pg->root].max > best) /* free slices never touch */
+      best = pg->slices[pg->root].max;
   }
   return best;
 }
@@ -477,8 +477,9 @@ static uint64_t free_in(const weft_pool *p) {
       if (pg->nslices && !pg->slices[0].owner) n += pg->size;
       continue;
     }
-    for (uint32_t s = 0; s < pg->nslices; s++)
-      if (!pg->slices[s].owner) n += pg->slices[s].size + pg->slices[s].padding;
+    if (!pg->nslices) continue;
+    for (uint32_t s = pg->head; s != WEFT_NIL; s = pg->slices[s].next)
+      if (!pg->slices[s].owner) n += pg->slices[s].size;
   }
   return n;
 }

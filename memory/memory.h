@@ -44,10 +44,26 @@ static inline bool weft_mem_can_mut(const weft_mem *m) {
 
 /* ---- pages and slices ---------------------------------------------------------------------- */
 
+/* "No slice": the end of a neighbour link or a tree link. */
+#define WEFT_NIL UINT32_MAX
+
+/* A page's slices live in a pool of slots (weft_page.slices) whose indices
+ * never move: a descriptor's |slice| is its slot, so a split or a merge
+ * rewrites no other descriptor. The slices covering a page are linked in
+ * offset order (prev, next: boundary links, O(1) merging with neighbours);
+ * unused slots are chained through |next| from weft_page.spare. On a sliced
+ * page the free slices also form a treap ordered by offset (left, right,
+ * prio) whose |max| is the largest capacity in the subtree: first fit
+ * descends it in O(log free slices). 64 bytes. */
 typedef struct weft_slice {
-  uint64_t offset, size, padding; /* capacity = size + padding */
-  weft_mem *owner;                /* NULL: free */
-  uint64_t owner_id;              /* identity the owner must still have */
+  uint64_t offset, size; /* capacity = size + padding */
+  uint32_t padding;      /* < the storage alignment (weft_mm_create refuses one >= 2^32) */
+  uint32_t prio;         /* free slices: the treap's heap priority */
+  weft_mem *owner;       /* NULL: free */
+  uint64_t owner_id;     /* identity the owner must still have */
+  uint64_t max;          /* free slices: the largest capacity in this subtree */
+  uint32_t prev, next;   /* neighbours in offset order; a spare slot: the next spare */
+  uint32_t left, right;  /* free slices: treap children */
 } weft_slice;
 
 typedef struct weft_page {
@@ -57,17 +73,16 @@ typedef struct weft_page {
   bool mapped;
   uint32_t guards;     /* relocation guards: a guarded page never moves */
   uint32_t free_count; /* exclusive pools: the age of a free page */
-  bool dirty;          /* a slice was freed since the last coalesce */
-  weft_slice *slices;  /* ordered by offset, covering the page */
-  uint32_t nslices, cap;
-  /* dirty: the lowest and highest slice freed since the last coalesce. */
-  uint32_t dirty_lo, dirty_hi;
-  /* Sliced pages: the indices of the free slices, ascending (capacity
-   * free_cap >= nslices, so freeing a slice never allocates). First fit reads
-   * this list, not every slice: placement costs the page's free fragments,
-   * not its live allocations. */
-  uint32_t *free_idx;
-  uint32_t nfree, free_cap;
+  weft_slice *slices;  /* slots [0, top) of cap; the page's slices start at |head| */
+  uint32_t nslices;    /* slices covering the page; 0: a tombstone (direct pools) */
+  uint32_t cap, top;
+  uint32_t head;  /* the slice at offset 0 */
+  uint32_t spare; /* unused slots below |top|, chained through next */
+  /* Sliced pages: the treap of free slices (WEFT_NIL: none), their number,
+   * and the priority sequence (deterministic, so dry and real runs agree).
+   * Free slices are never adjacent: a free merges with its free neighbours
+   * at once, and freeing never allocates (it only returns slots). */
+  uint32_t root, nfree, prio_seq;
 } weft_page;
 
 typedef struct weft_mm_config {

@@ -1,5 +1,6 @@
 /* The four pool kinds over one page structure (see pool.h). Placement is
- * deterministic: pages are scanned in index order, slices in offset order. */
+ * deterministic: the first page in index order, the first slice in offset
+ * order (a sliced pool finds both by descending trees, see pool.h). */
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -24,48 +25,299 @@ static weft_status no_meta(void) {
 
 /* ---- pages ------------------------------------------------------------------------------- */
 
-bool weft_page_is_free(const weft_page *pg) {
-  for (uint32_t i = 0; i < pg->nslices; i++)
-    if (pg->slices[i].owner) return false;
-  return true;
-}
-
-uint64_t weft_page_live(const weft_page *pg) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < pg->nslices; i++) n += pg->slices[i].owner != NULL;
-  return n;
-}
+#define FOR_SLICES(pg, s) for (uint32_t s = (pg)->head; s != WEFT_NIL; s = (pg)->slices[s].next)
 
 static bool is_tombstone(const weft_page *pg) {
   return pg->nslices == 0;
 }
 
-/* ---- the free-slice list of a sliced page ------------------------------------------------- */
-
-/* The position of the first entry >= |s| in |pg|'s free list. */
-static uint32_t free_pos(const weft_page *pg, uint32_t s) {
-  uint32_t lo = 0, hi = pg->nfree;
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (pg->free_idx[mid] < s)
-      lo = mid + 1;
-    else
-      hi = mid;
+bool weft_page_is_free(const weft_page *pg) {
+  if (is_tombstone(pg)) return true;
+  FOR_SLICES(pg, s) {
+    if (pg->slices[s].owner) return false;
   }
-  return lo;
+  return true;
 }
 
-/* Room for |need| entries (the slices array's capacity). */
-static bool free_reserve(const weft_allocator *a, weft_page *pg, uint32_t need) {
-  return weft__grow(a, (void **)&pg->free_idx, &pg->free_cap, need, sizeof(uint32_t));
+uint64_t weft_page_live(const weft_page *pg) {
+  uint64_t n = 0;
+  if (is_tombstone(pg)) return 0;
+  FOR_SLICES(pg, s) {
+    n += pg->slices[s].owner != NULL;
+  }
+  return n;
 }
 
-/* Rewrites the location of every owner on page |idx| from slice |from| on
- * (after moves). */
-static void renumber_from(weft_pool *p, uint32_t idx, uint32_t from) {
+/* ---- slots ------------------------------------------------------------------------------- */
+
+/* A slot for a new slice of |pg| (the spare chain first); false when the
+ * slot array cannot grow. May move pg->slices. */
+static bool slot_take(const weft_allocator *a, weft_page *pg, uint32_t *out) {
+  if (pg->spare != WEFT_NIL) {
+    *out = pg->spare;
+    pg->spare = pg->slices[*out].next;
+    return true;
+  }
+  if (pg->top == UINT32_MAX - 1 ||
+      !weft__grow(a, (void **)&pg->slices, &pg->cap, pg->top + 1, sizeof(weft_slice)))
+    return false;
+  *out = pg->top++;
+  return true;
+}
+
+static void slot_put(weft_page *pg, uint32_t s) {
+  pg->slices[s] =
+      (weft_slice){.next = pg->spare, .prev = WEFT_NIL, .left = WEFT_NIL, .right = WEFT_NIL};
+  pg->spare = s;
+}
+
+/* Takes slice |s| out of the offset-ordered links (it covers no bytes any more). */
+static void unlink_slice(weft_page *pg, uint32_t s) {
+  weft_slice *S = pg->slices;
+  uint32_t prev = S[s].prev, next = S[s].next;
+  if (prev != WEFT_NIL)
+    S[prev].next = next;
+  else
+    pg->head = next;
+  if (next != WEFT_NIL) S[next].prev = prev;
+  pg->nslices--;
+}
+
+/* ---- the treap of a sliced page's free slices ---------------------------------------------
+ *
+ * Keys are offsets (free slices are disjoint and never empty, so they are
+ * distinct); |max| is the largest capacity in a subtree, which first fit
+ * descends. Priorities come from a per-page sequence: deterministic, and
+ * copied when one slice takes another's place (carve, merge) so the shape
+ * stays a treap. Each operation is one descent; |visits| counts the slices
+ * read. */
+
+typedef struct tree {
+  weft_slice *S;
+  uint64_t visits;
+} tree;
+
+static uint32_t prio_next(weft_page *pg) {
+  uint32_t x = ++pg->prio_seq * UINT32_C(0x9E3779B1);
+  x ^= x >> 16;
+  x *= UINT32_C(0x85EBCA6B);
+  x ^= x >> 13;
+  return x;
+}
+
+static inline void fix(weft_slice *S, uint32_t x) {
+  uint64_t m = S[x].size;
+  uint32_t l = S[x].left, r = S[x].right;
+  if (l != WEFT_NIL && S[l].max > m) m = S[l].max;
+  if (r != WEFT_NIL && S[r].max > m) m = S[r].max;
+  S[x].max = m;
+}
+
+static uint32_t rot_right(weft_slice *S, uint32_t t) {
+  uint32_t l = S[t].left;
+  S[t].left = S[l].right;
+  S[l].right = t;
+  fix(S, t);
+  fix(S, l);
+  return l;
+}
+
+static uint32_t rot_left(weft_slice *S, uint32_t t) {
+  uint32_t r = S[t].right;
+  S[t].right = S[r].left;
+  S[r].left = t;
+  fix(S, t);
+  fix(S, r);
+  return r;
+}
+
+/* Inserts |x| (left = right = NIL, prio set) under |t|; the new subtree root. */
+static uint32_t t_insert(tree *c, uint32_t t, uint32_t x) {
+  weft_slice *S = c->S;
+  if (t == WEFT_NIL) {
+    S[x].max = S[x].size;
+    return x;
+  }
+  c->visits++;
+  if (S[x].offset < S[t].offset) {
+    S[t].left = t_insert(c, S[t].left, x);
+    if (S[S[t].left].prio > S[t].prio) return rot_right(S, t);
+  } else {
+    S[t].right = t_insert(c, S[t].right, x);
+    if (S[S[t].right].prio > S[t].prio) return rot_left(S, t);
+  }
+  fix(S, t);
+  return t;
+}
+
+/* Joins two treaps, every key of |a| below every key of |b|. */
+static uint32_t t_join(tree *c, uint32_t a, uint32_t b) {
+  weft_slice *S = c->S;
+  if (a == WEFT_NIL) return b;
+  if (b == WEFT_NIL) return a;
+  c->visits++;
+  if (S[a].prio > S[b].prio) {
+    S[a].right = t_join(c, S[a].right, b);
+    fix(S, a);
+    return a;
+  }
+  S[b].left = t_join(c, a, S[b].left);
+  fix(S, b);
+  return b;
+}
+
+/* Removes the slice keyed |off| from under |t| (it is there). */
+static uint32_t t_erase(tree *c, uint32_t t, uint64_t off) {
+  weft_slice *S = c->S;
+  c->visits++;
+  if (S[t].offset == off) return t_join(c, S[t].left, S[t].right);
+  if (off < S[t].offset)
+    S[t].left = t_erase(c, S[t].left, off);
+  else
+    S[t].right = t_erase(c, S[t].right, off);
+  fix(S, t);
+  return t;
+}
+
+/* Slice |y| takes the place of the slice keyed |off| (there): no free slice
+ * lies between their offsets, so the order holds. |y|'s size is final. */
+static uint32_t t_replace(tree *c, uint32_t t, uint64_t off, uint32_t y) {
+  weft_slice *S = c->S;
+  c->visits++;
+  if (S[t].offset == off) {
+    S[y].left = S[t].left;
+    S[y].right = S[t].right;
+    S[y].prio = S[t].prio;
+    fix(S, y);
+    return y;
+  }
+  if (off < S[t].offset)
+    S[t].left = t_replace(c, S[t].left, off, y);
+  else
+    S[t].right = t_replace(c, S[t].right, off, y);
+  fix(S, t);
+  return t;
+}
+
+/* The slice keyed |off| grew: its ancestors' |max| follows. */
+static void t_grown(tree *c, uint32_t t, uint64_t off) {
+  weft_slice *S = c->S;
+  c->visits++;
+  if (S[t].offset != off) t_grown(c, off < S[t].offset ? S[t].left : S[t].right, off);
+  fix(S, t);
+}
+
+/* The free slice of lowest offset whose capacity is at least |eff|
+ * (the tree's max is at least |eff|). */
+static uint32_t t_first_fit(tree *c, uint32_t t, uint64_t eff) {
+  const weft_slice *S = c->S;
+  for (;;) {
+    c->visits++;
+    uint32_t l = S[t].left;
+    if (l != WEFT_NIL && S[l].max >= eff)
+      t = l;
+    else if (S[t].size >= eff)
+      return t;
+    else
+      t = S[t].right;
+  }
+}
+
+/* First fit and carve in one descent: takes the free slice of lowest offset
+ * under |t| whose capacity is at least |eff| (the tree's max is), returns it
+ * in |*f|, and puts in its place the remainder |r| (a spare slot, filled
+ * here) or, when nothing remains, no slice (then *r_used is false). */
+static uint32_t t_take(tree *c, uint32_t t, uint64_t eff, uint32_t r, uint32_t *f, bool *r_used) {
+  weft_slice *S = c->S;
+  c->visits++;
+  uint32_t l = S[t].left;
+  if (l != WEFT_NIL && S[l].max >= eff) {
+    S[t].left = t_take(c, l, eff, r, f, r_used);
+  } else if (S[t].size >= eff) {
+    *f = t;
+    if (S[t].size == eff) {
+      *r_used = false;
+      return t_join(c, l, S[t].right);
+    }
+    *r_used = true;
+    S[r].offset = S[t].offset + eff;
+    S[r].size = S[t].size - eff;
+    S[r].left = l;
+    S[r].right = S[t].right;
+    S[r].prio = S[t].prio;
+    fix(S, r);
+    return r;
+  } else {
+    S[t].right = t_take(c, S[t].right, eff, r, f, r_used);
+  }
+  fix(S, t);
+  return t;
+}
+
+/* ---- the page tree of a sliced pool ------------------------------------------------------ */
+
+/* 1 + the largest free capacity of page |i|; 0: none, or it serves nothing new. */
+static uint64_t page_key(const weft_page *pg) {
+  if (pg->guards || is_tombstone(pg) || pg->root == WEFT_NIL) return 0;
+  return pg->slices[pg->root].max + 1;
+}
+
+static void seg_update(weft_pool *p, uint32_t i) {
+  if (!p->seg || p->seg_stale) return;
+  uint32_t k = p->seg_leaves + i;
+  uint64_t v = page_key(&p->pages[i]);
+  if (p->seg[k] == v) return;
+  p->seg[k] = v;
+  for (k >>= 1; k; k >>= 1) {
+    uint64_t a = p->seg[2 * k], b = p->seg[2 * k + 1], m = a > b ? a : b;
+    if (p->seg[k] == m) break; /* the ancestors hold already */
+    p->seg[k] = m;
+  }
+}
+
+static void seg_rebuild(weft_pool *p) {
+  p->seg_stale = false;
+  if (!p->seg) return;
+  uint32_t n = p->seg_leaves;
+  for (uint32_t i = 0; i < n; i++) p->seg[n + i] = i < p->npages ? page_key(&p->pages[i]) : 0;
+  for (uint32_t k = n; k-- > 1;) {
+    uint64_t a = p->seg[2 * k], b = p->seg[2 * k + 1];
+    p->seg[k] = a > b ? a : b;
+  }
+}
+
+/* Room in the page tree for |npages| pages (before the page is added, so a
+ * failure leaves the pool as it was). */
+static bool seg_reserve(weft_pool *p, uint32_t npages) {
+  if (npages <= p->seg_leaves) return true;
+  uint32_t n = p->seg_leaves ? p->seg_leaves : 1;
+  while (n < npages) n *= 2;
+  uint64_t *seg = weft__calloc(p->mm->alloc, (size_t)2 * n * sizeof(uint64_t), 16);
+  if (!seg) return false;
+  weft__free(p->mm->alloc, p->seg, (size_t)2 * p->seg_leaves * sizeof(uint64_t), 16);
+  p->seg = seg;
+  p->seg_leaves = n;
+  seg_rebuild(p);
+  return true;
+}
+
+/* The first page, in index order, whose largest free slice holds |eff|; UINT32_MAX: none. */
+static uint32_t seg_first_fit(weft_pool *p, uint64_t eff) {
+  if (!p->seg) return UINT32_MAX;
+  if (p->seg_stale) seg_rebuild(p);
+  if (p->seg[1] <= eff) return UINT32_MAX;
+  uint32_t k = 1;
+  while (k < p->seg_leaves) k = p->seg[2 * k] > eff ? 2 * k : 2 * k + 1;
+  return k - p->seg_leaves;
+}
+
+/* ---- pages: adding and releasing ------------------------------------------------------------ */
+
+/* Rewrites the location of every owner on page |idx| (after the page moved). */
+static void renumber_page(weft_pool *p, uint32_t idx) {
   weft_page *pg = &p->pages[idx];
-  if (from < pg->nslices) p->mm->slice_visits += pg->nslices - from;
-  for (uint32_t s = from; s < pg->nslices; s++) {
+  p->mm->slice_visits += pg->nslices;
+  FOR_SLICES(pg, s) {
     weft_mem *o = pg->slices[s].owner;
     if (o) {
       o->pool = p;
@@ -81,7 +333,7 @@ static void set_owner(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint
   sl->owner = m;
   sl->owner_id = m->id;
   sl->size = size;
-  sl->padding = padding;
+  sl->padding = (uint32_t)padding; /* below the alignment */
   m->pool = p;
   m->page = page;
   m->slice = s;
@@ -93,18 +345,17 @@ static void set_owner(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint
 static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
   weft_mm *mm = p->mm;
   uint32_t at = p->npages;
+  bool sliced = p->cfg.kind == WEFT_POOL_SLICED;
   if (p->nvacant)
     at = p->vacant[--p->nvacant];
-  else if (!weft__grow(mm->alloc, (void **)&p->pages, &p->cap, p->npages + 1, sizeof(weft_page)))
+  else if (!weft__grow(mm->alloc, (void **)&p->pages, &p->cap, p->npages + 1, sizeof(weft_page)) ||
+           (sliced && !seg_reserve(p, p->npages + 1)))
     return no_meta();
   weft_page pg;
   memset(&pg, 0, sizeof(pg));
   pg.size = size;
   pg.id = ++mm->page_ids;
-  bool sliced = p->cfg.kind == WEFT_POOL_SLICED;
-  if (!weft__grow(mm->alloc, (void **)&pg.slices, &pg.cap, 1, sizeof(weft_slice)) ||
-      (sliced && !free_reserve(mm->alloc, &pg, 1))) {
-    weft__free(mm->alloc, pg.slices, (size_t)pg.cap * sizeof(weft_slice), 16);
+  if (!weft__grow(mm->alloc, (void **)&pg.slices, &pg.cap, 1, sizeof(weft_slice))) {
     if (at != p->npages) p->vacant[p->nvacant++] = at;
     return no_meta();
   }
@@ -112,19 +363,33 @@ static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
     weft_status st = weft_storage_alloc(mm->storage, size, &pg.mem);
     if (st) {
       weft__free(mm->alloc, pg.slices, (size_t)pg.cap * sizeof(weft_slice), 16);
-      weft__free(mm->alloc, pg.free_idx, (size_t)pg.free_cap * sizeof(uint32_t), 16);
       if (at != p->npages) p->vacant[p->nvacant++] = at;
       return st;
     }
     pg.mapped = true;
   }
   pg.nslices = 1;
-  pg.slices[0] = (weft_slice){.offset = 0, .size = size, .padding = 0, .owner = NULL};
-  if (sliced) pg.free_idx[pg.nfree++] = 0;
+  pg.top = 1;
+  pg.head = 0;
+  pg.spare = WEFT_NIL;
+  pg.slices[0] = (weft_slice){.offset = 0,
+                              .size = size,
+                              .max = size,
+                              .prev = WEFT_NIL,
+                              .next = WEFT_NIL,
+                              .left = WEFT_NIL,
+                              .right = WEFT_NIL};
+  pg.root = WEFT_NIL;
+  if (sliced) {
+    pg.slices[0].prio = prio_next(&pg);
+    pg.root = 0;
+    pg.nfree = 1;
+  }
   p->pages[at] = pg;
   if (at == p->npages) p->npages++;
   uint64_t live = p->npages - p->nvacant;
   if (live > p->pages_peak) p->pages_peak = live;
+  if (sliced) seg_update(p, at);
   *idx = at;
   return NULL;
 }
@@ -132,8 +397,8 @@ static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
 static void free_page_storage(weft_pool *p, weft_page *pg) {
   if (pg->mapped) weft_storage_dealloc(p->mm->storage, &pg->mem);
   weft__free(p->mm->alloc, pg->slices, (size_t)pg->cap * sizeof(weft_slice), 16);
-  weft__free(p->mm->alloc, pg->free_idx, (size_t)pg->free_cap * sizeof(uint32_t), 16);
   memset(pg, 0, sizeof(*pg));
+  pg->head = pg->spare = pg->root = WEFT_NIL;
 }
 
 void weft_pool_release_page(weft_pool *p, uint32_t idx) {
@@ -147,7 +412,17 @@ void weft_pool_release_page(weft_pool *p, uint32_t idx) {
   }
   memmove(&p->pages[idx], &p->pages[idx + 1], (size_t)(p->npages - idx - 1) * sizeof(weft_page));
   p->npages--;
-  for (uint32_t i = idx; i < p->npages; i++) renumber_from(p, i, 0);
+  for (uint32_t i = idx; i < p->npages; i++) renumber_page(p, i);
+  p->seg_stale = true; /* rebuilt once, at the next placement */
+}
+
+void weft_pool_guard(weft_pool *p, uint32_t page, int delta) {
+  weft_page *pg = &p->pages[page];
+  if (delta > 0)
+    pg->guards++;
+  else if (pg->guards)
+    pg->guards--;
+  if (p->cfg.kind == WEFT_POOL_SLICED) seg_update(p, page);
 }
 
 weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size) {
@@ -164,85 +439,104 @@ weft_status weft_pool_materialize(weft_pool *p, weft_page *pg, uint64_t size) {
 
 /* ---- slices ------------------------------------------------------------------------------ */
 
-/* Takes free slice |s| of page |page| for |m| (effective bytes |eff|),
- * splitting off the remainder as a new free slice. */
-static bool carve(weft_pool *p, uint32_t page, uint32_t s, weft_mem *m, uint64_t eff) {
+/* Links remainder slot |r| (offset and size set) right after slice |f|. */
+static void link_after(weft_page *pg, uint32_t f, uint32_t r) {
+  weft_slice *S = pg->slices;
+  uint32_t next = S[f].next;
+  S[r].prev = f;
+  S[r].next = next;
+  S[r].owner = NULL;
+  S[r].owner_id = 0;
+  S[r].padding = 0;
+  if (next != WEFT_NIL) S[next].prev = r;
+  S[f].next = r;
+  pg->nslices++;
+}
+
+/* Serves |m| (effective bytes |eff|) from the first free slice of sliced
+ * page |page| that holds it (its largest free slice does): that slice
+ * becomes the allocation, and the remainder, a new slice right after it,
+ * takes its place among the free slices. False (and nothing changed) when
+ * no slot is left for a remainder. */
+static bool carve(weft_pool *p, uint32_t page, weft_mem *m, uint64_t eff) {
   weft_page *pg = &p->pages[page];
-  uint64_t capacity = pg->slices[s].size + pg->slices[s].padding;
-  uint32_t k = free_pos(pg, s); /* s is free: its entry */
-  if (capacity > eff) {
-    if (!weft__grow(p->mm->alloc, (void **)&pg->slices, &pg->cap, pg->nslices + 1,
-                    sizeof(weft_slice)) ||
-        !free_reserve(p->mm->alloc, pg, pg->nslices + 1))
+  tree c = {.S = NULL, .visits = 0};
+  uint32_t f = WEFT_NIL, r;
+  bool r_used = false;
+  if (slot_take(p->mm->alloc, pg, &r)) { /* the common case: one descent */
+    c.S = pg->slices;
+    pg->root = t_take(&c, pg->root, eff, r, &f, &r_used);
+    if (r_used)
+      link_after(pg, f, r);
+    else
+      slot_put(pg, r);
+  } else { /* no slot to spare: only an exact fit can be served */
+    c.S = pg->slices;
+    f = t_first_fit(&c, pg->root, eff);
+    if (pg->slices[f].size != eff) {
+      p->mm->slice_visits += c.visits;
       return false;
-    memmove(&pg->slices[s + 2], &pg->slices[s + 1],
-            (size_t)(pg->nslices - s - 1) * sizeof(weft_slice));
-    pg->slices[s + 1] = (weft_slice){
-        .offset = pg->slices[s].offset + eff, .size = capacity - eff, .padding = 0, .owner = NULL};
-    pg->nslices++;
-    renumber_from(p, page, s + 2); /* only the slices after the split moved */
-    if (pg->dirty && pg->dirty_lo > s) pg->dirty_lo++;
-    if (pg->dirty && pg->dirty_hi > s) pg->dirty_hi++;
-    /* The remainder takes s's entry; every later free slice moved up one. */
-    pg->free_idx[k] = s + 1;
-    for (uint32_t j = k + 1; j < pg->nfree; j++) pg->free_idx[j]++;
-  } else {
-    memmove(&pg->free_idx[k], &pg->free_idx[k + 1], (size_t)(pg->nfree - k - 1) * sizeof(uint32_t));
-    pg->nfree--;
+    }
+    pg->root = t_erase(&c, pg->root, pg->slices[f].offset);
   }
+  if (!r_used) pg->nfree--;
+  p->mm->slice_visits += c.visits;
   /* Padding keeps every byte of the slice's capacity: nothing is lost on reuse. */
-  set_owner(p, page, s, m, m->size, eff - m->size);
+  set_owner(p, page, f, m, m->size, eff - m->size);
+  seg_update(p, page);
   return true;
 }
 
-/* Merges runs of free slices. Between two passes a run can only form around
- * a slice freed since (the last pass left none, and a carve splits a free
- * slice whose neighbours are owned), so the pass reads only the window from
- * just before the lowest freed slice to just after the highest, then moves
- * the tail once if anything merged. */
-void weft_pool_coalesce(weft_pool *p, uint32_t page) {
+/* Frees owned slice |s| of sliced page |page|: its capacity merges with a
+ * free neighbour on either side (the merged slice keeps the slot of its
+ * lowest part), or joins the free slices. Never allocates. */
+static void vacate_sliced(weft_pool *p, uint32_t page, uint32_t s) {
   weft_page *pg = &p->pages[page];
-  if (!pg->dirty) return; /* nothing was freed since the last pass */
-  pg->dirty = false;
-  bool sliced = p->cfg.kind == WEFT_POOL_SLICED;
-  uint32_t n = pg->nslices;
-  uint32_t start = pg->dirty_lo ? pg->dirty_lo - 1 : 0;
-  uint32_t end = pg->dirty_hi + 2 < n ? pg->dirty_hi + 2 : n;
-  /* The window's free-list entries are rewritten in place: merging only
-   * removes free slices, so they never outgrow the old ones. */
-  uint32_t k0 = sliced ? free_pos(pg, start) : 0, k1 = sliced ? free_pos(pg, end) : 0, c = 0;
-  uint32_t w = start;
-  p->mm->slice_visits += end - start;
-  for (uint32_t r = start; r < end; r++) {
-    weft_slice sl = pg->slices[r];
-    if (!sl.owner) { /* a free slice's capacity is all size */
-      sl.size += sl.padding;
-      sl.padding = 0;
+  weft_slice *S = pg->slices;
+  tree c = {.S = S, .visits = 2}; /* the two neighbours */
+  S[s].owner = NULL;
+  S[s].owner_id = 0;
+  S[s].size += S[s].padding; /* a free slice's capacity is all size */
+  S[s].padding = 0;
+  uint32_t prev = S[s].prev, next = S[s].next;
+  bool pf = prev != WEFT_NIL && !S[prev].owner, nf = next != WEFT_NIL && !S[next].owner;
+  if (pf) {
+    S[prev].size += S[s].size;
+    unlink_slice(pg, s);
+    slot_put(pg, s);
+    if (nf) {
+      S[prev].size += S[next].size;
+      pg->root = t_erase(&c, pg->root, S[next].offset);
+      unlink_slice(pg, next);
+      slot_put(pg, next);
+      pg->nfree--;
     }
-    if (!sl.owner && w > 0 && !pg->slices[w - 1].owner) {
-      pg->slices[w - 1].size += sl.size;
-      continue;
-    }
-    if (!sl.owner && sliced) pg->free_idx[k0 + c++] = w;
-    pg->slices[w++] = sl;
+    t_grown(&c, pg->root, S[prev].offset);
+  } else if (nf) {
+    S[s].size += S[next].size;
+    pg->root = t_replace(&c, pg->root, S[next].offset, s);
+    unlink_slice(pg, next);
+    slot_put(pg, next);
+  } else if (S[s].size == 0) {
+    /* A zero-size allocation between two live ones: no bytes to hand out,
+     * so the slice goes (free slices are never empty: their offsets key the
+     * tree). */
+    unlink_slice(pg, s);
+    slot_put(pg, s);
+  } else {
+    S[s].left = S[s].right = WEFT_NIL;
+    S[s].prio = prio_next(pg);
+    pg->root = t_insert(&c, pg->root, s);
+    pg->nfree++;
   }
-  if (sliced) {
-    uint32_t shift = end - w;
-    memmove(&pg->free_idx[k0 + c], &pg->free_idx[k1], (size_t)(pg->nfree - k1) * sizeof(uint32_t));
-    pg->nfree = k0 + c + (pg->nfree - k1);
-    for (uint32_t j = k0 + c; shift && j < pg->nfree; j++) pg->free_idx[j] -= shift;
-  }
-  if (w < end) {
-    memmove(&pg->slices[w], &pg->slices[end], (size_t)(n - end) * sizeof(weft_slice));
-    pg->nslices = n - (end - w);
-    renumber_from(p, page, start);
-  }
+  p->mm->slice_visits += c.visits;
+  seg_update(p, page);
 }
 
 weft_slice *weft_pool_find(const weft_pool *p, const weft_mem *m, weft_page **page) {
   if (m->pool != p || m->page >= p->npages) return NULL;
   weft_page *pg = &p->pages[m->page];
-  if (m->slice >= pg->nslices) return NULL;
+  if (m->slice >= pg->top) return NULL;
   weft_slice *sl = &pg->slices[m->slice];
   if (sl->owner != m || sl->owner_id != m->id) return NULL;
   if (page) *page = pg;
@@ -274,13 +568,16 @@ void weft_pool_destroy(weft_pool *p) {
   if (!p) return;
   for (uint32_t i = 0; i < p->npages; i++) {
     weft_page *pg = &p->pages[i];
-    for (uint32_t s = 0; s < pg->nslices; s++) /* live descriptors become unplaced */
+    if (is_tombstone(pg)) continue;
+    FOR_SLICES(pg, s) { /* live descriptors become unplaced */
       if (pg->slices[s].owner) pg->slices[s].owner->pool = NULL;
-    if (!is_tombstone(pg)) free_page_storage(p, pg);
+    }
+    free_page_storage(p, pg);
   }
   const weft_allocator *a = p->mm->alloc;
   weft__free(a, p->pages, (size_t)p->cap * sizeof(weft_page), 16);
   weft__free(a, p->vacant, (size_t)p->vacant_cap * sizeof(uint32_t), 16);
+  weft__free(a, p->seg, (size_t)2 * p->seg_leaves * sizeof(uint64_t), 16);
   weft__free(a, p, sizeof(*p), 16);
 }
 
@@ -308,20 +605,13 @@ static uint64_t effective(const weft_pool *p, uint64_t size) {
 }
 
 /* First fit: the first page, in index order, with a free slice that holds
- * |eff|, and its first such slice, read from the pages' free lists. */
+ * |eff| (the page tree), and its first such slice (the page's treap). */
 static bool sliced_try(weft_pool *p, weft_mem *m) {
+  if (m->size > UINT64_MAX - p->mm->align) return false; /* no page holds it */
   uint64_t eff = effective(p, m->size);
-  for (uint32_t i = 0; i < p->npages; i++) {
-    if (p->pages[i].guards) continue; /* a guarded page serves nothing new */
-    weft_pool_coalesce(p, i);
-    weft_page *pg = &p->pages[i];
-    for (uint32_t k = 0; k < pg->nfree; k++) {
-      weft_slice *sl = &pg->slices[pg->free_idx[k]];
-      p->mm->slice_visits++;
-      if (sl->size + sl->padding >= eff) return carve(p, i, pg->free_idx[k], m, eff);
-    }
-  }
-  return false;
+  uint32_t i = seg_first_fit(p, eff);
+  if (i == UINT32_MAX) return false;
+  return carve(p, i, m, eff);
 }
 
 static bool exclusive_try(weft_pool *p, weft_mem *m) {
@@ -426,7 +716,7 @@ weft_status weft_pool_alloc(weft_pool *p, weft_mem *m, bool may_release, bool *c
   weft_page *pg = &p->pages[idx];
   if (p->cfg.kind == WEFT_POOL_EXCLUSIVE) pg->free_count = 4;
   if (p->cfg.kind == WEFT_POOL_SLICED) {
-    if (!carve(p, idx, 0, m, eff)) {
+    if (!carve(p, idx, m, eff)) {
       weft_pool_release_page(p, idx);
       return no_meta();
     }
@@ -440,29 +730,13 @@ void weft_pool_free(weft_pool *p, weft_mem *m) {
   weft_page *pg;
   weft_slice *sl = weft_pool_find(p, m, &pg);
   if (!sl) return;
-  weft_page_vacate(pg, m->slice, p->cfg.kind == WEFT_POOL_SLICED);
-  m->pool = NULL;
-}
-
-void weft_page_vacate(weft_page *pg, uint32_t s, bool sliced) {
-  weft_slice *sl = &pg->slices[s];
-  sl->owner = NULL;
-  sl->owner_id = 0;
-  if (sliced) { /* a free slice's capacity is all size; it joins the free list */
-    sl->size += sl->padding;
-    sl->padding = 0;
-    uint32_t k = free_pos(pg, s);
-    memmove(&pg->free_idx[k + 1], &pg->free_idx[k], (size_t)(pg->nfree - k) * sizeof(uint32_t));
-    pg->free_idx[k] = s;
-    pg->nfree++;
-  }
-  if (!pg->dirty) {
-    pg->dirty = true;
-    pg->dirty_lo = pg->dirty_hi = s;
+  if (p->cfg.kind == WEFT_POOL_SLICED) {
+    vacate_sliced(p, m->page, m->slice);
   } else {
-    if (s < pg->dirty_lo) pg->dirty_lo = s;
-    if (s > pg->dirty_hi) pg->dirty_hi = s;
+    sl->owner = NULL;
+    sl->owner_id = 0;
   }
+  m->pool = NULL;
 }
 
 void weft_pool_cleanup(weft_pool *p, bool explicit_, uint64_t reserves) {
@@ -471,10 +745,8 @@ void weft_pool_cleanup(weft_pool *p, bool explicit_, uint64_t reserves) {
     /* Explicit only, except outdated arena pools, which return each page
      * as soon as it empties, on any tick. */
     if (!explicit_ && !p->outdated) return;
-    for (uint32_t i = p->npages; i-- > 0;) {
-      weft_pool_coalesce(p, i);
+    for (uint32_t i = p->npages; i-- > 0;)
       if (weft_page_is_free(&p->pages[i]) && !p->pages[i].guards) weft_pool_release_page(p, i);
-    }
     return;
   case WEFT_POOL_EXCLUSIVE: {
     uint64_t period = p->cfg.dealloc_period;
@@ -507,7 +779,7 @@ void weft_pool_usage(const weft_pool *p, weft_memory_usage *u) {
     const weft_page *pg = &p->pages[i];
     if (is_tombstone(pg)) continue;
     u->bytes_reserved += pg->size;
-    for (uint32_t s = 0; s < pg->nslices; s++) {
+    FOR_SLICES(pg, s) {
       if (!pg->slices[s].owner) continue;
       u->number_allocs++;
       u->bytes_in_use += pg->slices[s].size;
@@ -536,13 +808,39 @@ static weft_status bad(const weft_pool *p, uint32_t page, const char *what) {
                          (int)p->cfg.kind, page, what);
 }
 
+/* In-order walk of the treap under |t| against the page's free slices in
+ * offset order (|*cursor|: the next one expected); checks each node's max
+ * and the heap order. NULL or what is wrong. */
+static const char *check_tree(const weft_page *pg, uint32_t t, uint32_t *cursor, uint32_t depth) {
+  const weft_slice *S = pg->slices;
+  if (t == WEFT_NIL) return NULL;
+  if (t >= pg->top || depth > pg->top) return "the free-slice tree links outside its slots";
+  uint32_t l = S[t].left, r = S[t].right;
+  if ((l != WEFT_NIL && S[l].prio > S[t].prio) || (r != WEFT_NIL && S[r].prio > S[t].prio))
+    return "the free-slice tree breaks its heap order";
+  const char *why = check_tree(pg, l, cursor, depth + 1);
+  if (why) return why;
+  if (t != *cursor) return "the free-slice tree does not hold the free slices in offset order";
+  for (*cursor = S[t].next; *cursor != WEFT_NIL && S[*cursor].owner;) *cursor = S[*cursor].next;
+  uint64_t m = S[t].size;
+  if (l != WEFT_NIL && S[l].max > m) m = S[l].max;
+  if (r != WEFT_NIL && S[r].max > m) m = S[r].max;
+  if (S[t].max != m) return "a free-slice tree node's max is not its subtree's largest capacity";
+  return check_tree(pg, r, cursor, depth + 1);
+}
+
 weft_status weft_pool_validate(const weft_pool *p) {
+  bool sliced = p->cfg.kind == WEFT_POOL_SLICED;
+  if (sliced && p->npages > p->seg_leaves) return bad(p, 0, "the page tree has too few leaves");
   for (uint32_t i = 0; i < p->npages; i++) {
     const weft_page *pg = &p->pages[i];
     if (is_tombstone(pg)) continue;
     uint64_t at = 0;
-    for (uint32_t s = 0; s < pg->nslices; s++) {
+    uint32_t n = 0, nfree = 0, prev = WEFT_NIL, first_free = WEFT_NIL;
+    for (uint32_t s = pg->head; s != WEFT_NIL; s = pg->slices[s].next) {
+      if (s >= pg->top || ++n > pg->nslices) return bad(p, i, "the slice links run past the page");
       const weft_slice *sl = &pg->slices[s];
+      if (sl->prev != prev) return bad(p, i, "a slice's prev link does not point back");
       if (sl->offset != at) return bad(p, i, "slices are not contiguous");
       at += sl->size + sl->padding;
       if (sl->owner) {
@@ -551,23 +849,30 @@ weft_status weft_pool_validate(const weft_pool *p) {
         if (o->pool != p || o->page != i || o->slice != s)
           return bad(p, i, "an owner's location does not point back at its slice");
         if (o->size != sl->size) return bad(p, i, "a slice's size differs from its owner's");
+      } else if (sliced) {
+        if (prev != WEFT_NIL && !pg->slices[prev].owner)
+          return bad(p, i, "two adjacent free slices");
+        if (sl->size == 0 || sl->padding) return bad(p, i, "a free slice is empty or padded");
+        if (first_free == WEFT_NIL) first_free = s;
+        nfree++;
       }
-      if (p->cfg.kind != WEFT_POOL_SLICED && s > 0) return bad(p, i, "more than one slice");
+      prev = s;
     }
-    if (p->cfg.kind == WEFT_POOL_SLICED ? at != pg->size : at > pg->size)
-      return bad(p, i, "slices do not cover the page");
-    if (p->cfg.kind == WEFT_POOL_SLICED) {
-      uint32_t k = 0;
-      for (uint32_t s = 0; s < pg->nslices; s++) {
-        if (pg->slices[s].owner) continue;
-        if (k >= pg->nfree || pg->free_idx[k] != s)
-          return bad(p, i, "the free list does not list the free slices in order");
-        k++;
-        if (s > 0 && !pg->slices[s - 1].owner && !pg->dirty)
-          return bad(p, i, "two adjacent free slices on a page with no coalesce pending");
-      }
-      if (k != pg->nfree) return bad(p, i, "the free list lists an owned slice");
-      if (pg->free_cap < pg->nslices) return bad(p, i, "the free list may need to grow on a free");
+    if (n != pg->nslices) return bad(p, i, "nslices is not the number of linked slices");
+    if (!sliced && n > 1) return bad(p, i, "more than one slice");
+    if (sliced ? at != pg->size : at > pg->size) return bad(p, i, "slices do not cover the page");
+    uint32_t spares = 0;
+    for (uint32_t s = pg->spare; s != WEFT_NIL; s = pg->slices[s].next)
+      if (s >= pg->top || ++spares > pg->top) return bad(p, i, "the spare slots run past the page");
+    if (spares + n != pg->top) return bad(p, i, "a slot is neither a slice nor spare");
+    if (sliced) {
+      if (nfree != pg->nfree) return bad(p, i, "nfree is not the number of free slices");
+      uint32_t cursor = first_free;
+      const char *why = check_tree(pg, pg->root, &cursor, 0);
+      if (why) return bad(p, i, why);
+      if (cursor != WEFT_NIL) return bad(p, i, "a free slice is missing from the free-slice tree");
+      if (!p->seg_stale && p->seg[p->seg_leaves + i] != page_key(pg))
+        return bad(p, i, "the page tree's leaf is not the page's largest free slice");
     }
     if (pg->mapped != (pg->mem.id != 0)) return bad(p, i, "mapped flag disagrees with storage");
   }

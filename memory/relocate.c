@@ -54,7 +54,7 @@ static uint64_t move_page(weft_mm *mm, weft_pool *from, uint32_t idx, weft_pool 
   if (!targets) return 0;
   weft_mem **owners = (weft_mem **)(targets + n);
   uint32_t k = 0, placed = 0;
-  for (uint32_t s = 0; s < pg->nslices; s++)
+  for (uint32_t s = pg->head; s != WEFT_NIL; s = pg->slices[s].next)
     if (pg->slices[s].owner) owners[k++] = pg->slices[s].owner;
   bool ok = true;
   for (uint32_t j = 0; j < n && ok; j++) {
@@ -98,7 +98,8 @@ static uint64_t move_page(weft_mm *mm, weft_pool *from, uint32_t idx, weft_pool 
     weft_slice *src = weft_pool_find(from, owners[j], NULL);
     weft_page *dst_pg;
     weft_slice *dst = weft_pool_find(to, &targets[j], &dst_pg);
-    weft_page_vacate(&from->pages[idx], (uint32_t)(src - from->pages[idx].slices), true);
+    src->owner = NULL; /* the page goes below: nothing may point at a moved owner */
+    src->owner_id = 0;
     dst->owner = owners[j];
     dst->owner_id = owners[j]->id;
     owners[j]->pool = to;
@@ -118,7 +119,6 @@ uint64_t weft_mm_relocate(weft_mm *mm, bool may_allocate) {
     weft_pool *p = mm->slots[i];
     if (!p || !p->outdated) continue;
     for (uint32_t j = p->npages; j-- > 0;) {
-      weft_pool_coalesce(p, j);
       if (weft_page_is_free(&p->pages[j]) && !p->pages[j].guards) {
         weft_pool_release_page(p, j);
         continue;

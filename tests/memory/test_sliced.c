@@ -53,9 +53,9 @@ Test(sliced, reservations_of_4_15_8_4_mib_carve_one_page_and_coalesce_in_place) 
   weft_mm_free(mm, &s2);
   reserve_ok(mm, &s5, 9 * MIB);
   cr_assert_eq(resolve_ok(mm, &s5) - base, (ptrdiff_t)(4 * MIB));
-  cr_assert_eq(s5.slice, 1);
-  cr_assert_eq(s3.slice, 3, "the split renumbered the slices after it");
-  cr_assert_eq(s4.slice, 4, "the split renumbered the slices after it");
+  cr_assert_eq(s5.slice, 1, "s5 takes the freed slice's slot");
+  cr_assert_eq(s3.slice, 2, "a split moves no other slice: slots are stable");
+  cr_assert_eq(s4.slice, 3, "a split moves no other slice: slots are stable");
   cr_assert_null(weft_mm_find(mm, &s3));
   cr_assert_null(weft_mm_find(mm, &s4));
   EXPECT_USAGE(mm, 4, 25 * MIB, 0, 32 * MIB, "[4, 9, 6 free, 8, 4, 1 free]");
@@ -67,21 +67,23 @@ Test(sliced, reservations_of_4_15_8_4_mib_carve_one_page_and_coalesce_in_place) 
   weft_mm_free(mm, &s3);
   weft_mm_cleanup(mm);
   cr_assert_eq(report_at(mm, 0).pages, 1, "a page with live slices survives a cleanup");
-  cr_assert_eq(s4.slice, 3, "the coalesce renumbered the 4 MiB slice");
+  cr_assert_eq(s4.slice, 3, "a merge moves no live slice: the 4 MiB slice keeps its slot");
   cr_assert_eq(resolve_ok(mm, &s4) - base, (ptrdiff_t)(27 * MIB), "slice_4 sits at 27 MiB");
   cr_assert_eq(weft_mm_largest_free(mm), 14 * MIB, "6 + 8 coalesced into 14");
   EXPECT_USAGE(mm, 3, 17 * MIB, 0, 32 * MIB, "[4, 9, 14 free, 4, 1 free]");
 
   reserve_ok(mm, &s6, 9 * MIB);
   cr_assert_eq(resolve_ok(mm, &s6) - base, (ptrdiff_t)(13 * MIB));
-  cr_assert_eq(s6.slice, 2);
+  /* The free 6 + 8 kept the slot of its lowest part: the remainder split off
+   * s5's slice, a new slot (0..3: s1..s4, 4: the 1 MiB tail). */
+  cr_assert_eq(s6.slice, 5);
 
   /* Free the first and the 4 MiB one and coalesce: [4 free, 9, 9, 10 free]. */
   weft_mm_free(mm, &s1);
   weft_mm_free(mm, &s4);
   weft_mm_cleanup(mm);
   cr_assert_eq(s5.slice, 1);
-  cr_assert_eq(s6.slice, 2);
+  cr_assert_eq(s6.slice, 5);
   cr_assert_eq(resolve_ok(mm, &s5) - base, (ptrdiff_t)(4 * MIB));
   cr_assert_eq(resolve_ok(mm, &s6) - base, (ptrdiff_t)(13 * MIB), "slice_6 at 13 MiB, size 9");
   cr_assert_eq(weft_mm_largest_free(mm), 10 * MIB, "5 + 4 + 1 coalesced into 10");
@@ -299,8 +301,8 @@ Test(sliced, a_reused_slice_splits_off_its_unused_capacity) {
   /* The other 64 bytes of a's capacity (its old padding included) stay usable. */
   reserve_ok(e.mm, &d, 64);
   cr_assert_eq(resolve_ok(e.mm, &d) - pa, 64, "d fills the remainder of a's old slice");
-  cr_assert_eq(d.slice, 1);
-  cr_assert_eq(b.slice, 2, "b was renumbered by the split");
+  cr_assert_eq(d.slice, 3, "d takes the remainder's slot, a new one (a: 0, b: 1, tail: 2)");
+  cr_assert_eq(b.slice, 1, "a split moves no other slice: b keeps its slot");
   EXPECT_USAGE(e.mm, 3, 1128, 24, 4096, "a's capacity fully reused");
   cr_assert_null(weft_mm_validate(e.mm));
   weft_mm_free(e.mm, &b);
@@ -385,29 +387,42 @@ Test(sliced, a_stale_descriptor_is_not_found_once_its_slice_is_reused) {
 }
 
 Test(sliced, renumbering_rewrites_the_descriptors_in_place) {
+  /* Two pages of 4 KiB; a merge moves no slice, a released page moves the
+   * pages after it. */
   weft_pool_config pools[] = {sliced_pool(4096, 0, 0)};
   mm_env e;
   mm_open(&e, pools, 1);
-  weft_mem m[4];
+  weft_mem m[4], far;
   char *p[4];
   for (int i = 0; i < 4; i++) {
     reserve_ok(e.mm, &m[i], 64);
     p[i] = resolve_ok(e.mm, &m[i]);
   }
+  reserve_ok(e.mm, &far, 4096); /* a page of its own, the second */
+  char *pfar = resolve_ok(e.mm, &far);
+  cr_assert_eq(far.page, 1);
   cr_assert_eq(m[2].slice, 2);
   cr_assert_eq(m[3].slice, 3);
   weft_mm_free(e.mm, &m[0]);
-  weft_mm_free(e.mm, &m[1]);
-  weft_mm_cleanup(e.mm); /* the two free slices merge: everything after moves down one */
-  cr_assert_eq(m[2].slice, 1, "the location lives in the descriptor and was rewritten");
-  cr_assert_eq(m[3].slice, 2);
+  weft_mm_free(e.mm, &m[1]); /* merges with m[0]'s free slice */
+  weft_mm_cleanup(e.mm);
+  cr_assert_eq(m[2].slice, 2, "a merge moves no live slice");
+  cr_assert_eq(m[3].slice, 3);
   cr_assert_null(weft_mm_find(e.mm, &m[2]));
-  cr_assert_null(weft_mm_find(e.mm, &m[3]));
   cr_assert_eq(resolve_ok(e.mm, &m[2]), p[2], "the bytes did not move");
   cr_assert_eq(resolve_ok(e.mm, &m[3]), p[3]);
-  EXPECT_USAGE(e.mm, 2, 128, 0, 4096, "two live");
+  cr_assert_eq(report_at(e.mm, 0).pages, 2, "both pages hold live slices");
   weft_mm_free(e.mm, &m[2]);
   weft_mm_free(e.mm, &m[3]);
+  weft_mm_cleanup(e.mm); /* the first page is free and goes: the second moves down one */
+  cr_assert_eq(report_at(e.mm, 0).pages, 1);
+  cr_assert_eq(far.page, 0, "the location lives in the descriptor and was rewritten");
+  cr_assert_eq(far.slice, 0);
+  cr_assert_null(weft_mm_find(e.mm, &far));
+  cr_assert_eq(resolve_ok(e.mm, &far), pfar, "the bytes did not move");
+  EXPECT_USAGE(e.mm, 1, 4096, 0, 4096, "one live");
+  for (int i = 0; i < 4; i++) EXPECT_KIND(weft_mm_find(e.mm, &m[i]), WEFT_ERR_NOT_FOUND);
+  weft_mm_free(e.mm, &far);
   mm_close(&e);
 }
 
