@@ -165,6 +165,30 @@ static inline void weft__ec_notify_one(weft_eventcount *ec) {
   if (weft__ec_claim(ec)) weft__futex_wake(&ec->epoch, 0x7fffffff);
 }
 
+/* Adaptive spinning, for a waiter that spins before it parks: a spin that
+ * found what it waited for lets the next one spin twice as long (up to
+ * |max|), one that did not halves it. On a loaded or oversubscribed machine
+ * the producer is often not running while we spin, so the budget falls to 0
+ * and the waiter parks at once; every 16th wait at 0 spins a little to
+ * learn whether that changed. One waiter per weft_spin (not shared). */
+typedef struct weft_spin {
+  uint32_t n, max, probes;
+} weft_spin;
+
+static inline void weft__spin_init(weft_spin *s, uint32_t max) {
+  s->n = s->max = max;
+  s->probes = 0;
+}
+static inline uint32_t weft__spin_budget(weft_spin *s) {
+  if (s->n == 0 && s->max && (++s->probes & 15u) == 0) return s->max < 16u ? s->max : 16u;
+  return s->n;
+}
+static inline void weft__spin_learn(weft_spin *s, uint32_t budget, bool found) {
+  if (!found && s->n == 0) return; /* a probe that did not pay: still 0 */
+  uint32_t n = found ? 2u * budget + 16u : budget / 2u;
+  s->n = n < s->max ? n : s->max;
+}
+
 /* A wake-up request for one parked consumer that also watches other
  * conditions: raise() sets the flag and notifies the event count; the
  * consumer treats a taken flag as "something happened". */

@@ -212,6 +212,7 @@ static weft_status backend_open(weft_device *dev, const weft_device_options *o) 
   /* A deferred backend's streams take work from the scheduler's own thread
    * only (the CUDA lanes enqueue with the context current): no combining. */
   dev->loop.combining = o->scheduler == WEFT_SCHEDULER_COMBINING && !dev->backend->deferred;
+  weft__spin_init(&dev->loop.spin, 128); /* pauses before the scheduler parks, at most */
   return NULL;
 }
 
@@ -263,6 +264,9 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     int rc = pthread_create(&dev->loop.thread, NULL, weft__scheduler_main, dev);
     if (rc != 0)
       st = weft_error_make(WEFT_ERR_GENERIC, "cannot start the scheduler thread (error %d)", rc);
+    else /* named by its creator, so the name is there once open returns (weft-bench and
+          * profilers group threads by name) */
+      pthread_setname_np(dev->loop.thread, "weft-sched");
   }
   if (st) {
     weft_failures_destroy(&dev->failures);

@@ -286,6 +286,7 @@ struct weft_device {
                                                               processed */
     uint32_t combines; /* COMBINING: passes made by clients (retirement every 16th) */
     bool shutdown;
+    weft_spin spin; /* the scheduler thread's, before it parks */
   } loop;
   /* ---- scheduler thread only ---- */
   /* memory_calls.c */

@@ -101,10 +101,15 @@ static bool sched_owed(void *arg, int pass) {
 static void sched_wait(weft_device *dev, bool inbox) {
   /* A deferred backend's streams wake the scheduler when done. */
   if (dev->ms.inflight && dev->backend->vt->arm) dev->backend->vt->arm(dev->backend);
-  for (int i = 0; i < 128; i++) {
-    if ((inbox && !weft_inbox_empty(&dev->loop.inbox)) || weft__completions_ready(dev)) return;
+  uint32_t spin = weft__spin_budget(&dev->loop.spin);
+  for (uint32_t i = 0; i < spin; i++) {
+    if ((inbox && !weft_inbox_empty(&dev->loop.inbox)) || weft__completions_ready(dev)) {
+      weft__spin_learn(&dev->loop.spin, spin, true);
+      return;
+    }
     weft__cpu_relax();
   }
+  weft__spin_learn(&dev->loop.spin, spin, false);
   WEFT_HUNT_POINT(40);
   uint32_t k = weft__ec_prepare(&dev->loop.inbox.ec);
   if ((inbox && !weft_inbox_empty(&dev->loop.inbox)) || weft__completions_ready(dev) ||
@@ -291,8 +296,6 @@ static void *combining_thread(weft_device *dev) {
 
 void *weft__scheduler_main(void *arg) {
   weft_device *dev = arg;
-  pthread_setname_np(pthread_self(),
-                     "weft-sched");      /* benchmarks and profilers group threads by name */
   dev->backend->vt->enter(dev->backend); /* CUDA: storage and lanes need the context here */
   return dev->loop.combining ? combining_thread(dev) : scheduler_thread(dev);
 }

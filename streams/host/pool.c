@@ -336,7 +336,8 @@ static void lost_wakeup(weft_host_pool *p, const pool_probe *pr) {
 
 static void *pool_main(void *arg) {
   weft_host_pool *p = arg;
-  pthread_setname_np(pthread_self(), "weft-pool");
+  weft_spin learn;
+  weft__spin_init(&learn, SPIN_LOOKING);
   worker_ctx = p->ctx;
   thread_index = atomic_fetch_add_explicit(&p->nstarted, 1, memory_order_relaxed);
   for (;;) {
@@ -359,7 +360,9 @@ static void *pool_main(void *arg) {
     bool found = false;
     thread_state(p, T_SPINNING);
     atomic_fetch_add_explicit(&p->spinners, 1, memory_order_seq_cst);
-    uint32_t spin = atomic_load_explicit(&p->spin, memory_order_relaxed);
+    /* The pool's cap (0 when oversubscribed), then what spinning has paid. */
+    learn.max = atomic_load_explicit(&p->spin, memory_order_relaxed);
+    uint32_t spin = weft__spin_budget(&learn);
     for (uint32_t i = 0; i < spin && !found; i++) {
       found = !weft_ready_ring_empty(&p->ready);
       weft__cpu_relax();
@@ -367,6 +370,7 @@ static void *pool_main(void *arg) {
     }
     atomic_fetch_sub_explicit(&p->spinners, 1, memory_order_seq_cst);
     thread_state(p, T_LOOKING);
+    weft__spin_learn(&learn, spin, found);
     if (found) continue;
     WEFT_HUNT_POINT(29);
     uint32_t k = weft__ec_prepare(&p->ready_ec);
@@ -441,6 +445,7 @@ weft_status weft_stream_host_create(weft_host_pool *p, uint32_t slot, weft_strea
       return weft_error_make(WEFT_ERR_GENERIC, "cannot start a thread for stream %u (error %d)",
                              slot, rc);
     }
+    pthread_setname_np(p->threads[p->nthreads], "weft-pool"); /* before anyone can look */
     p->nthreads++;
     /* Spin only while every pool thread, the scheduler and a client can each
      * have a core: on an oversubscribed machine a spinning thread takes the

@@ -277,3 +277,52 @@ Test(eventcount, an_owed_wait_tells_woken_from_timed_out_from_lost) {
   cr_assert_geq(now_s() - t0, 0.099, "the grace park lasted WEFT_PARK_GRACE_NS");
   cr_assert_eq(atomic_load(&ec.sleepers), 0);
 }
+
+/* ---- adaptive spinning ---- */
+
+Test(spin, a_spin_that_finds_work_grows_to_the_cap_and_one_that_does_not_halves) {
+  weft_spin s;
+  weft__spin_init(&s, 128);
+  cr_assert_eq(weft__spin_budget(&s), 128, "starts at the cap");
+  weft__spin_learn(&s, 128, false);
+  cr_assert_eq(weft__spin_budget(&s), 64);
+  weft__spin_learn(&s, 64, false);
+  weft__spin_learn(&s, 32, false);
+  cr_assert_eq(weft__spin_budget(&s), 16);
+  weft__spin_learn(&s, 16, true);
+  cr_assert_eq(weft__spin_budget(&s), 48, "2 x 16 + 16");
+  weft__spin_learn(&s, 48, true);
+  cr_assert_eq(weft__spin_budget(&s), 112);
+  weft__spin_learn(&s, 112, true);
+  cr_assert_eq(weft__spin_budget(&s), 128, "never past the cap");
+}
+
+Test(spin, at_zero_every_sixteenth_wait_probes_and_a_paying_probe_reenables_spinning) {
+  weft_spin s;
+  weft__spin_init(&s, 128);
+  for (uint32_t b = 128; b; b /= 2) weft__spin_learn(&s, b, false);
+  int probes = 0;
+  for (int i = 0; i < 64; i++) {
+    uint32_t b = weft__spin_budget(&s);
+    if (b) {
+      cr_assert_eq(b, 16);
+      probes++;
+    }
+    weft__spin_learn(&s, b, false);
+  }
+  cr_assert_eq(probes, 4, "one wait in 16 probes");
+  uint32_t b;
+  while (!(b = weft__spin_budget(&s))) weft__spin_learn(&s, b, false);
+  weft__spin_learn(&s, b, true);
+  cr_assert_eq(weft__spin_budget(&s), 48, "a probe that paid lets the next wait spin");
+}
+
+Test(spin, a_cap_of_zero_never_spins) {
+  weft_spin s;
+  weft__spin_init(&s, 0);
+  for (int i = 0; i < 100; i++) {
+    uint32_t b = weft__spin_budget(&s);
+    cr_assert_eq(b, 0);
+    weft__spin_learn(&s, b, true);
+  }
+}
