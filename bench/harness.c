@@ -1258,6 +1258,16 @@ static void json_key(FILE *f, const char *key, const char *suffix) {
   fputs("\": ", f);
 }
 
+/* ", "<prefix>median": m, "<prefix>min": lo, "<prefix>max": hi" */
+static void json_spread(FILE *f, const char *prefix, double median, double min, double max) {
+  json_key(f, prefix, "median");
+  json_number(f, median);
+  json_key(f, prefix, "min");
+  json_number(f, min);
+  json_key(f, prefix, "max");
+  json_number(f, max);
+}
+
 static void json_pair(FILE *f, const char *key, const wb_ctx *rs, const wb_ctx *r,
                       const wb_pair *p) {
   json_key(f, key, "");
@@ -1268,18 +1278,9 @@ static void json_pair(FILE *f, const char *key, const wb_ctx *rs, const wb_ctx *
   }
   fputs("{\"with\": ", f);
   json_string(f, rs[p->other].bench->name);
-  fprintf(f, ", \"rounds\": %u, \"median\": ", p->rounds);
-  json_number(f, p->median);
-  fputs(", \"min\": ", f);
-  json_number(f, p->min);
-  fputs(", \"max\": ", f);
-  json_number(f, p->max);
-  fputs(", \"cpu_median\": ", f);
-  json_number(f, p->cpu_median);
-  fputs(", \"cpu_min\": ", f);
-  json_number(f, p->cpu_min);
-  fputs(", \"cpu_max\": ", f);
-  json_number(f, p->cpu_max);
+  fprintf(f, ", \"rounds\": %u", p->rounds);
+  json_spread(f, "", p->median, p->min, p->max);
+  json_spread(f, "cpu_", p->cpu_median, p->cpu_min, p->cpu_max);
   fputs(", \"target\": ", f);
   if (p->target > 0.0) {
     json_number(f, p->target);
@@ -1319,18 +1320,9 @@ static void json_rise(FILE *f, const wb_pair *q) {
     fputs("null", f);
     return;
   }
-  fprintf(f, "{\"rounds\": %u, \"cpu_median\": ", q->rounds);
-  json_number(f, q->cpu_median);
-  fputs(", \"cpu_min\": ", f);
-  json_number(f, q->cpu_min);
-  fputs(", \"cpu_max\": ", f);
-  json_number(f, q->cpu_max);
-  fputs(", \"median\": ", f);
-  json_number(f, q->median);
-  fputs(", \"min\": ", f);
-  json_number(f, q->min);
-  fputs(", \"max\": ", f);
-  json_number(f, q->max);
+  fprintf(f, "{\"rounds\": %u", q->rounds);
+  json_spread(f, "cpu_", q->cpu_median, q->cpu_min, q->cpu_max);
+  json_spread(f, "", q->median, q->min, q->max);
   fputc('}', f);
 }
 
