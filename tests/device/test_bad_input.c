@@ -1057,6 +1057,63 @@ Test(bad_input, a_storm_of_rejected_calls_loses_and_leaks_nothing, .timeout = 60
   launch_env_close(&l, &s0);
 }
 
+/* A launch refused for a binding has already taken a command and a credit
+ * from the thread's cache (the fast path checks each binding as it writes
+ * it into the command): both must go back. With a budget of two commands a
+ * lost credit stalls the good launches (the timeout), and a lost command
+ * makes the pool grow (past its presized slab, an allocation). */
+Test(bad_input, a_refused_binding_gives_back_its_command_and_its_credit, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.max_pending_commands = 2;
+  env_open(&e);
+  weft_kernel k;
+  EXPECT_OK(weft_kernel_host(e.dev, "nop", nop_kernel, NULL, &k));
+  weft_buffer a, dead;
+  EXPECT_OK(weft_buffer_create(e.dev, 0, LSIZE, &a));
+  EXPECT_OK(weft_buffer_create(e.dev, 0, LSIZE, &dead));
+  EXPECT_OK(weft_buffer_release(e.dev, dead));
+  weft_binding good = {a, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  for (int i = 0; i < 64; i++) EXPECT_OK(weft_launch(e.dev, 0, k, one, one, &good, 1, NULL, 0));
+  EXPECT_OK(weft_sync(e.dev, 0)); /* warm: the thread's cache holds commands and credits */
+  uint64_t allocs = weft_counting_allocator_counts(e.ca).allocs;
+  weft_device_stats s0 = stats_of(e.dev);
+  enum { ROUNDS = 4000 };
+  for (int i = 0; i < ROUNDS; i++) {
+    weft_binding bd[2] = {good, good};
+    switch (i % 4) {
+    case 0:
+      bd[1].buffer = dead;
+      EXPECT_ERR(NOT_FOUND, weft_launch(e.dev, 0, k, one, one, bd, 2, NULL, 0));
+      break;
+    case 1:
+      bd[1].offset = LSIZE + 1;
+      EXPECT_ERR(INVALID, weft_launch(e.dev, 0, k, one, one, bd, 2, NULL, 0));
+      break;
+    case 2:
+      bd[1].size = LSIZE + 1;
+      EXPECT_ERR(INVALID, weft_launch(e.dev, 0, k, one, one, bd, 2, NULL, 0));
+      break;
+    default:
+      bd[0].access = (weft_access)4;
+      EXPECT_ERR(INVALID, weft_launch(e.dev, 0, k, one, one, bd, 2, NULL, 0));
+      break;
+    }
+    EXPECT_OK(weft_launch(e.dev, 0, k, one, one, &good, 1, NULL, 0));
+  }
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_device_stats s1 = stats_of(e.dev);
+  cr_assert_eq(s1.launches_run - s0.launches_run, ROUNDS, "%" PRIu64 " good launches ran of %d",
+               s1.launches_run - s0.launches_run, ROUNDS);
+  cr_assert_eq(s1.launches_failed, s0.launches_failed);
+  cr_assert_leq(s1.pending_peak, 2, "the budget held %" PRIu64 " commands", s1.pending_peak);
+  cr_assert_eq(weft_counting_allocator_counts(e.ca).allocs, allocs,
+               "the refused launches cost %" PRIu64 " allocations: commands were lost",
+               weft_counting_allocator_counts(e.ca).allocs - allocs);
+  EXPECT_OK(weft_buffer_release(e.dev, a));
+  env_close(&e);
+}
+
 /* ---- running out of memory on the device allocator
  * ------------------------------------------------ */
 
