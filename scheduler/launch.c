@@ -12,6 +12,7 @@
 #include "scheduler/launch.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 
 #include "scheduler/buffers.h"
 #include "scheduler/command.h"
@@ -81,12 +82,35 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
   return NULL;
 }
 
-/* The bytes a launch command needs after its header (its arrays, then the scalars). */
+/* A launch command's arrays after its header, each a multiple of 8 bytes
+ * (no padding between them), then the scalars. */
+_Static_assert(sizeof(weft_binding) % 8 == 0 && sizeof(weft_buf *) % 8 == 0 &&
+                   sizeof(void *) % 8 == 0 && sizeof(weft_stream_wait) % 8 == 0,
+               "a launch's arrays are laid out back to back");
 static inline size_t launch_extra(const weft_device *dev, size_t nb, size_t scalar_bytes) {
-  return weft__align8(sizeof(weft_binding) * nb) + weft__align8(sizeof(weft_buf *) * nb) +
-         weft__align8(sizeof(void *) * nb) +
-         weft__align8(sizeof(weft_stream_wait) * dev->max_streams) + scalar_bytes;
+  return (sizeof(weft_binding) + sizeof(weft_buf *) + sizeof(void *)) * nb +
+         sizeof(weft_stream_wait) * dev->max_streams + scalar_bytes;
 }
+
+/* The launch's state that every reader expects zero lies in two ranges of
+ * the command, cleared with a few wide stores: the task up to its waits,
+ * and preset to the end. */
+#define LAUNCH_ZERO_HEAD offsetof(cmd, task.waits)
+#define LAUNCH_ZERO_TAIL offsetof(cmd, preset)
+#define IN_TAIL(f)       (offsetof(cmd, f) >= LAUNCH_ZERO_TAIL)
+_Static_assert(offsetof(cmd, task) == 0 && offsetof(weft_task, waits) > offsetof(weft_task, link) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, run) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, seq) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, nwaits) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, notify) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, fnext) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, placed) &&
+                   offsetof(weft_task, waits) + sizeof(void *) == sizeof(weft_task),
+               "launch_init: the task's fields before |waits| are its zeroed state");
+_Static_assert(IN_TAIL(p) && IN_TAIL(inject) && IN_TAIL(poison) && IN_TAIL(instance) &&
+                   IN_TAIL(detached) && IN_TAIL(cancelled) && IN_TAIL(result) && IN_TAIL(error) &&
+                   IN_TAIL(skip),
+               "launch_init: a launch's zeroed state must follow |preset|");
 
 /* Every field of a launch command but the allocation's (kind, budget, bytes,
  * dev) and its bindings, which are in place at the header's end. The other
@@ -99,21 +123,13 @@ static inline void launch_init(cmd *c, weft_device *dev, weft_stream_id stream, 
                                const uint32_t grid[3], const uint32_t block[3], size_t nb,
                                const void *scalars, size_t scalar_bytes) {
   char *p = (char *)c + WEFT_CMD_HEADER;
+  memset(c, 0, LAUNCH_ZERO_HEAD);
+  memset((char *)c + LAUNCH_ZERO_TAIL, 0, sizeof(cmd) - LAUNCH_ZERO_TAIL);
   c->bindings = (weft_binding *)p;
-  p += weft__align8(sizeof(weft_binding) * nb);
-  c->bufs = (weft_buf **)p;
-  p += weft__align8(sizeof(weft_buf *) * nb);
-  c->ptrs = (void **)p;
-  p += weft__align8(sizeof(void *) * nb);
-  c->task.link.next = NULL;
-  c->task.run = NULL;
-  c->task.seq = 0;
-  c->task.nwaits = 0;
-  c->task.notify = false;
-  c->task.fnext = NULL;
-  c->task.placed = 0;
-  c->task.waits = (weft_stream_wait *)p;
-  p += weft__align8(sizeof(weft_stream_wait) * dev->max_streams);
+  c->bufs = (weft_buf **)(p += sizeof(weft_binding) * nb);
+  c->ptrs = (void **)(p += sizeof(weft_buf *) * nb);
+  c->task.waits = (weft_stream_wait *)(p += sizeof(void *) * nb);
+  p += sizeof(weft_stream_wait) * dev->max_streams;
   if (scalar_bytes) memcpy(p, scalars, scalar_bytes);
   c->scalars = p;
   c->scalar_bytes = scalar_bytes;
@@ -124,16 +140,6 @@ static inline void launch_init(cmd *c, weft_device *dev, weft_stream_id stream, 
   memcpy(c->block, block, sizeof(c->block));
   c->nb = (uint32_t)nb;
   c->graph = NULL;
-  c->preset = NULL;
-  c->p = 0;
-  c->inject = WEFT_OK;
-  c->poison = false;
-  c->instance = NULL;
-  c->detached = false;
-  c->cancelled = false;
-  c->result = OUT_NONE;
-  c->error = NULL;
-  c->skip = (weft_read_failure){0};
 }
 
 /* A launch command from checked arguments (not submitted). */
@@ -147,6 +153,12 @@ cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel ker
   if (nb) memcpy((char *)c + WEFT_CMD_HEADER, resolved, sizeof(weft_binding) * nb);
   launch_init(c, dev, stream, (uint32_t)kernel.id - 1u, grid, block, nb, scalars, scalar_bytes);
   return c;
+}
+
+/* The smallest of three dimensions: 0 when any is (branch-free). */
+static inline uint32_t dims_min(const uint32_t d[3]) {
+  uint32_t m = d[0] < d[1] ? d[0] : d[1];
+  return m < d[2] ? m : d[2];
 }
 
 /* The full path: every check in order, naming the first that fails; a
@@ -182,9 +194,9 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
   if (st) return st;
   uint32_t kidx = (uint32_t)kernel.id - 1u; /* id 0: UINT32_MAX, out of the table */
   if ((uint32_t)(kernel.id >> 32) != dev->tag || kidx >= WEFT_MAX_KERNELS || !grid || !block ||
-      (!grid[0] | !grid[1] | !grid[2] | !block[0] | !block[1] | !block[2]) ||
-      num_bindings > WEFT_MAX_BINDINGS || (num_bindings && !bindings) ||
-      scalar_bytes > WEFT_MAX_SCALAR_BYTES || (scalar_bytes && !scalars))
+      !dims_min(grid) || !dims_min(block) || num_bindings > WEFT_MAX_BINDINGS ||
+      (num_bindings && !bindings) || scalar_bytes > WEFT_MAX_SCALAR_BYTES ||
+      (scalar_bytes && !scalars))
     goto full;
   const weft_kernel_entry *k = &dev->kernels[kidx];
   if (!atomic_load_explicit(&k->ready, memory_order_acquire)) goto full;
