@@ -215,12 +215,12 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
     uint64_t size;
     if ((uint32_t)b.access - 1u > 2u || /* READ, WRITE, READ_WRITE: 1..3 */
         !weft_handles_find(&dev->buffers, b.buffer.id, &size) || b.offset > size) {
-      weft__cmd_untake_cached(tc, c, budget, klass);
+      weft__cmd_untake_cached(dev, tc, c, klass);
       goto full;
     }
     if (b.size == WEFT_WHOLE) b.size = size - b.offset;
     if (b.size > size - b.offset) {
-      weft__cmd_untake_cached(tc, c, budget, klass);
+      weft__cmd_untake_cached(dev, tc, c, klass);
       goto full;
     }
     to[i] = b;

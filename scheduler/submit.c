@@ -222,14 +222,28 @@ static __attribute__((noinline)) bool credit_refill(weft_device *dev, weft_tcach
   }
 }
 
+/* Commands first: a refill that fails leaves the cache no credits beyond
+ * the block less one it may hold at rest (weft__cmd_take_cached's caller
+ * spends one at once). */
 bool weft__tcache_refill(weft_device *dev, weft_tcache *tc, uint32_t budget, uint32_t k) {
-  if (!tc->credits[budget]) {
-    if (!tc->seated) return false; /* one credit at a time, or a pool thread: weft__cmd_take */
-    uint64_t n = credits_take(dev, budget, tc->block);
-    if (!n) return false; /* no room: weft__cmd_take waits for it */
-    tc->credits[budget] = (uint16_t)n;
-  }
-  return tc->cmds[k] || weft__cmd_cache_fill(dev, tc, k);
+  if (!tc->cmds[k] && !weft__cmd_cache_fill(dev, tc, k)) return false; /* the pool grows */
+  if (tc->credits[budget]) return true;
+  if (!tc->seated) return false; /* one credit at a time, or a pool thread: weft__cmd_take */
+  uint64_t n = credits_take(dev, budget, tc->block);
+  if (!n) return false; /* no room: weft__cmd_take waits for it */
+  tc->credits[budget] = (uint16_t)n;
+  return true;
+}
+
+/* The command goes back to the cache, its credit to the budget: a seated
+ * cache then still holds at most block - 1 unused credits, so idle threads'
+ * credits never fill a budget that has nothing in flight to free it. */
+void weft__cmd_untake_cached(weft_device *dev, weft_tcache *tc, cmd *c, uint32_t k) {
+  uint32_t budget = c->budget;
+  c->task.link.next = tc->cmds[k];
+  tc->cmds[k] = &c->task.link;
+  tc->ncmds[k]++;
+  weft__budget_release(dev, budget, 1);
 }
 
 /* The scheduler (a thread that runs past close's unbinding) never waits

@@ -73,13 +73,11 @@ static inline cmd *weft__cmd_take_cached(weft_device *dev, cmd_kind kind, uint32
   *tcp = tc;
   return c;
 }
-/* Undoes weft__cmd_take_cached: the command and its credit go back to |tc|. */
-static inline void weft__cmd_untake_cached(weft_tcache *tc, cmd *c, uint32_t budget, uint32_t k) {
-  c->task.link.next = tc->cmds[k];
-  tc->cmds[k] = &c->task.link;
-  tc->ncmds[k]++;
-  tc->credits[budget]++;
-}
+/* Undoes weft__cmd_take_cached (a launch refused after it took them): the
+ * command goes back to |tc|, its credit to its budget. Out of line: only a
+ * refused launch comes here. */
+__attribute__((noinline, cold)) void weft__cmd_untake_cached(weft_device *dev, weft_tcache *tc,
+                                                             cmd *c, uint32_t k);
 
 /* Clients that wait for room (back-pressure, a free replay instance).
  * |ready| may take what it waits for: it is called until it returns true,
