@@ -17,15 +17,9 @@ void weft_handles_destroy(weft_handles *t) {
   }
 }
 
-static weft_handle_slot *slot_at(weft_handles *t, uint32_t idx) {
-  weft_handle_slot *c =
-      atomic_load_explicit(&t->chunks[idx >> WEFT_HANDLE_CHUNK_BITS], memory_order_acquire);
-  return c ? &c[idx & (WEFT_HANDLE_CHUNK - 1)] : NULL;
-}
-
 /* Makes sure the chunk holding |idx| exists; racing creators agree by CAS. */
 static weft_handle_slot *slot_make(weft_handles *t, uint32_t idx) {
-  weft_handle_slot *s = slot_at(t, idx);
+  weft_handle_slot *s = weft_handles_at(t, idx);
   if (s) return s;
   size_t bytes = sizeof(weft_handle_slot) * WEFT_HANDLE_CHUNK;
   weft_handle_slot *c = weft__calloc(t->alloc, bytes, WEFT_CACHELINE);
@@ -37,7 +31,7 @@ static weft_handle_slot *slot_make(weft_handles *t, uint32_t idx) {
                                                c, memory_order_acq_rel, memory_order_acquire)) {
     weft__free(t->alloc, c, bytes, WEFT_CACHELINE);
   }
-  return slot_at(t, idx);
+  return weft_handles_at(t, idx);
 }
 
 weft_status weft_handles_acquire(weft_handles *t, uint64_t value, uint64_t *out_id) {
@@ -63,7 +57,7 @@ weft_status weft_handles_acquire(weft_handles *t, uint64_t value, uint64_t *out_
       }
       break;
     }
-    s = slot_at(t, top - 1);
+    s = weft_handles_at(t, top - 1);
     uint32_t next = atomic_load_explicit(&s->next_free, memory_order_relaxed);
     uint64_t want = (((head >> 32) + 1) << 32) | next;
     if (atomic_compare_exchange_weak_explicit(&t->free_head, &head, want, memory_order_acq_rel,
@@ -85,28 +79,15 @@ weft_status weft_handles_acquire(weft_handles *t, uint64_t value, uint64_t *out_
   return NULL;
 }
 
-static weft_handle_slot *slot_of(weft_handles *t, uint64_t id) {
-  uint32_t idx1 = (uint32_t)id;
-  if (idx1 == 0 || (id >> 32) == 0) return NULL;
-  if (idx1 - 1 >= atomic_load_explicit(&t->fresh, memory_order_acquire)) return NULL;
-  return slot_at(t, idx1 - 1);
-}
-
 weft_handle_slot *weft_handles_lookup(weft_handles *t, uint64_t id, uint64_t *out_value) {
-  weft_handle_slot *s = slot_of(t, id);
-  uint32_t g = (uint32_t)(id >> 32);
-  if (!s || !(g & 1u)) return NULL;
-  if (atomic_load_explicit(&s->gen, memory_order_acquire) != g) return NULL;
-  uint64_t v = atomic_load_explicit(&s->value, memory_order_relaxed);
-  /* Re-check: the value belongs to this generation only if it did not change. */
-  atomic_thread_fence(memory_order_acquire);
-  if (atomic_load_explicit(&s->gen, memory_order_relaxed) != g) return NULL;
-  if (out_value) *out_value = v;
+  uint64_t v;
+  weft_handle_slot *s = weft_handles_find(t, id, &v);
+  if (s && out_value) *out_value = v;
   return s;
 }
 
 bool weft_handles_kill(weft_handles *t, uint64_t id) {
-  weft_handle_slot *s = slot_of(t, id);
+  weft_handle_slot *s = weft_handles_of(t, id);
   uint32_t g = (uint32_t)(id >> 32);
   if (!s || !(g & 1u)) return false;
   return atomic_compare_exchange_strong_explicit(&s->gen, &g, g + 1, memory_order_acq_rel,
@@ -114,11 +95,11 @@ bool weft_handles_kill(weft_handles *t, uint64_t id) {
 }
 
 weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id) {
-  return slot_of(t, id);
+  return weft_handles_of(t, id);
 }
 
 void weft_handles_recycle(weft_handles *t, uint64_t id) {
-  weft_handle_slot *s = slot_of(t, id);
+  weft_handle_slot *s = weft_handles_of(t, id);
   if (!s) return;
   s->obj = NULL;
   uint32_t idx1 = (uint32_t)id;

@@ -41,8 +41,38 @@ void weft_handles_destroy(weft_handles *t);
 /* Any thread: a new live handle whose slot holds |value|. */
 WEFT_MUST_USE_RESULT weft_status weft_handles_acquire(weft_handles *t, uint64_t value,
                                                       uint64_t *out_id);
-/* Any thread: the live slot of |id|, or NULL (stale, released, forged). */
+/* The slot at index |idx|, or NULL when its chunk was never made. */
+static inline weft_handle_slot *weft_handles_at(weft_handles *t, uint32_t idx) {
+  weft_handle_slot *c =
+      atomic_load_explicit(&t->chunks[idx >> WEFT_HANDLE_CHUNK_BITS], memory_order_acquire);
+  return c ? &c[idx & (WEFT_HANDLE_CHUNK - 1)] : NULL;
+}
+/* The slot a well-formed |id| names (its generation unchecked), or NULL. */
+static inline weft_handle_slot *weft_handles_of(weft_handles *t, uint64_t id) {
+  uint32_t idx1 = (uint32_t)id;
+  if (idx1 == 0 || (id >> 32) == 0) return NULL;
+  if (idx1 - 1 >= atomic_load_explicit(&t->fresh, memory_order_acquire)) return NULL;
+  return weft_handles_at(t, idx1 - 1);
+}
+/* Any thread: the live slot of |id|, or NULL (stale, released, forged); its
+ * value in |*out_value| (may be NULL), left alone when refused. */
 weft_handle_slot *weft_handles_lookup(weft_handles *t, uint64_t id, uint64_t *out_value);
+/* weft_handles_lookup, inline, for the launch path (every binding of every
+ * launch is looked up): |*out_value| is always written, the value or 0. */
+static inline weft_handle_slot *weft_handles_find(weft_handles *t, uint64_t id,
+                                                  uint64_t *out_value) {
+  weft_handle_slot *s = weft_handles_of(t, id);
+  uint32_t g = (uint32_t)(id >> 32);
+  *out_value = 0;
+  if (!s || !(g & 1u)) return NULL;
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != g) return NULL;
+  uint64_t v = atomic_load_explicit(&s->value, memory_order_relaxed);
+  /* Re-check: the value belongs to this generation only if it did not change. */
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&s->gen, memory_order_relaxed) != g) return NULL;
+  *out_value = v;
+  return s;
+}
 /* Any thread: kills |id|; false if it was not live (double release, forged). */
 bool weft_handles_kill(weft_handles *t, uint64_t id);
 /* The slot of a well-formed id whose generation may be dead (owner use). */

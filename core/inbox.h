@@ -32,6 +32,19 @@ static inline void weft_inbox_init(weft_inbox *q) {
   atomic_init(&q->ec.sleepers, 0);
 }
 
+/* Puts a chain, newest (|last|) first and linked down to |first|, on top. */
+static inline void weft__inbox_cas(weft_inbox *q, ck_stack_entry_t *first, ck_stack_entry_t *last) {
+  ck_stack_entry_t *head = ck_pr_load_ptr(&q->stack.head);
+  for (;;) {
+    first->next = head;
+    ck_pr_fence_store();
+    WEFT_TSAN_RELEASE(q);
+    WEFT_HUNT_POINT(10);
+    if (ck_pr_cas_ptr_value(&q->stack.head, head, last, &head)) break;
+    ck_pr_stall();
+  }
+}
+
 /* Any thread: pushes a chain first..last already linked through ->next, in
  * order (first is taken first), with one CAS. */
 static inline void weft_inbox_push_chain_quiet(weft_inbox *q, ck_stack_entry_t *first,
@@ -45,29 +58,31 @@ static inline void weft_inbox_push_chain_quiet(weft_inbox *q, ck_stack_entry_t *
     if (e == last) break;
     e = n;
   }
-  ck_stack_entry_t *head = ck_pr_load_ptr(&q->stack.head);
-  for (;;) {
-    first->next = head;
-    ck_pr_fence_store();
-    WEFT_TSAN_RELEASE(q);
-    WEFT_HUNT_POINT(10);
-    if (ck_pr_cas_ptr_value(&q->stack.head, head, last, &head)) break;
-    ck_pr_stall();
-  }
+  weft__inbox_cas(q, first, last);
 }
 
-/* As above, then wakes the consumer if it parked. */
-static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
-                                         ck_stack_entry_t *last) {
-  weft_inbox_push_chain_quiet(q, first, last);
+/* After a push: wakes the consumer if it parked. */
+static inline void weft__inbox_notify(weft_inbox *q) {
   WEFT_HUNT_POINT(11);
   if (WEFT_HUNT_DROP(WEFT_HUNT_INBOX, &q->ec.sleepers)) return;
   weft__ec_notify(&q->ec);
 }
 
-/* Any thread. Publishes the entry (and what it points to) to the consumer. */
+/* As weft_inbox_push_chain_quiet, then wakes the consumer if it parked. */
+static inline void weft_inbox_push_chain(weft_inbox *q, ck_stack_entry_t *first,
+                                         ck_stack_entry_t *last) {
+  weft_inbox_push_chain_quiet(q, first, last);
+  weft__inbox_notify(q);
+}
+
+/* Any thread: one entry, without push_chain's walk (one CAS). Publishes the
+ * entry (and what it points to) to the consumer. */
+static inline void weft_inbox_push_quiet(weft_inbox *q, ck_stack_entry_t *e) {
+  weft__inbox_cas(q, e, e);
+}
 static inline void weft_inbox_push(weft_inbox *q, ck_stack_entry_t *e) {
-  weft_inbox_push_chain(q, e, e);
+  weft__inbox_cas(q, e, e);
+  weft__inbox_notify(q);
 }
 
 /* Consumer only: takes every entry pushed so far, oldest first, or NULL;

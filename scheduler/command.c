@@ -61,28 +61,28 @@ bool weft__cmd_pool_init(weft_device *dev) {
 
 /* An empty cache takes up to WEFT_TC_BATCH commands of class |k| from the
  * pool in one burst (the pool's line moves to this core once per batch, not
- * once per launch) and returns the first. */
-static __attribute__((noinline)) ck_stack_entry_t *cache_refill(weft_device *dev, weft_tcache *tc,
-                                                                uint32_t k) {
-  ck_stack_entry_t *e;
+ * once per launch). */
+bool weft__cmd_cache_fill(weft_device *dev, weft_tcache *tc, uint32_t k) {
   weft_freelist *pool = &dev->cmds.cmd_pool[k];
-  if (!(e = weft_freelist_pop(pool))) return NULL;
-  ck_stack_entry_t *head = NULL, *x;
-  uint32_t n = 0;
-  while (n < WEFT_TC_BATCH - 1 && (x = weft_freelist_pop(pool))) {
+  ck_stack_entry_t *head = tc->cmds[k], *x;
+  uint32_t n = tc->ncmds[k];
+  while (n < WEFT_TC_BATCH && (x = weft_freelist_pop(pool))) {
     x->next = head;
     head = x;
     n++;
   }
   tc->cmds[k] = head;
   tc->ncmds[k] = n;
-  return e;
+  return head != NULL;
 }
 
 /* One free command of class |k|: the thread's cache first. */
 static inline ck_stack_entry_t *cache_pop(weft_device *dev, weft_tcache *tc, uint32_t k) {
   ck_stack_entry_t *e = tc->cmds[k];
-  if (!e) return cache_refill(dev, tc, k);
+  if (!e) {
+    if (!weft__cmd_cache_fill(dev, tc, k)) return NULL;
+    e = tc->cmds[k];
+  }
   tc->cmds[k] = e->next;
   tc->ncmds[k]--;
   return e;

@@ -15,6 +15,10 @@ bool weft__cmd_pool_init(weft_device *dev);
  * (submit.c): this never waits and counts nothing. */
 cmd *weft__cmd_alloc(weft_device *dev, weft_tcache *tc, cmd_kind kind, size_t extra,
                      uint32_t budget);
+/* Tops |tc|'s cache of class |k| (< WEFT_TC_CLASSES) up to WEFT_TC_BATCH
+ * commands from the device's pool; false when it holds none even so. Never
+ * allocates: an empty pool grows through weft__cmd_alloc. */
+bool weft__cmd_cache_fill(weft_device *dev, weft_tcache *tc, uint32_t k);
 /* A thread cache's free commands go back to the device's pools. */
 void weft__cmd_cache_return(weft_device *dev, weft_tcache *tc);
 /* Back to its class; on the scheduler thread, batched until the next flush. */

@@ -13,8 +13,7 @@
  * device's memory outlives every caller; a call that enters later is refused
  * and touches only the count and the flag. */
 typedef struct weft_inside {
-  weft_device *dev; /* set once inside */
-  uint32_t shard;
+  _Atomic uint64_t *count; /* set once inside: the shard counted in */
 } weft_inside;
 /* Inline: every public call pays for them. */
 extern _Thread_local uint32_t weft__caller_shard; /* this thread's line + 1; 0: none yet */
@@ -23,16 +22,16 @@ WEFT_MUST_USE_RESULT weft_status weft__enter_refused(const weft_device *dev);
 
 /* As weft__enter, on a poisoned device too (destroy, the poison calls). */
 static inline WEFT_MUST_USE_RESULT weft_status weft__enter_open(weft_device *dev, weft_inside *in) {
-  in->dev = NULL;
+  in->count = NULL;
   if (!dev) return weft__enter_refused(dev);
   uint32_t s = weft__caller_shard;
   if (!s) s = weft__caller_shard_pick();
   /* seq_cst increment, then seq_cst load of |closing|, against close's store
    * of |closing|, then loads of the counts: either close sees this caller
    * or this caller sees close. */
-  atomic_fetch_add_explicit(&dev->live.callers[s - 1].n, 1, memory_order_seq_cst);
-  in->shard = s - 1;
-  in->dev = dev;
+  _Atomic uint64_t *n = &dev->live.callers[s - 1].n;
+  atomic_fetch_add_explicit(n, 1, memory_order_seq_cst);
+  in->count = n;
   if (atomic_load_explicit(&dev->live.closing, memory_order_seq_cst))
     return weft__enter_refused(dev);
   return NULL;
@@ -50,9 +49,8 @@ WEFT_MUST_USE_RESULT weft_status weft__enter_blocking(weft_device *dev, weft_ins
 
 /* The caller's last touch of the device: close may free it right after. */
 static inline void weft__leave(weft_inside *in) {
-  if (in->dev)
-    atomic_fetch_sub_explicit(&in->dev->live.callers[in->shard].n, 1, memory_order_release);
-  in->dev = NULL;
+  if (in->count) atomic_fetch_sub_explicit(in->count, 1, memory_order_release);
+  in->count = NULL;
 }
 #define WEFT_INSIDE __attribute__((cleanup(weft__leave))) weft_inside
 /* Close: waits until every caller that entered has left. */

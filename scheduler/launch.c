@@ -12,6 +12,7 @@
 #include "scheduler/launch.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 
 #include "scheduler/buffers.h"
 #include "scheduler/command.h"
@@ -81,37 +82,109 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
   return NULL;
 }
 
+/* A launch command's arrays after its header, each a multiple of 8 bytes
+ * (no padding between them), then the scalars. */
+_Static_assert(sizeof(weft_binding) % 8 == 0 && sizeof(weft_buf *) % 8 == 0 &&
+                   sizeof(void *) % 8 == 0 && sizeof(weft_stream_wait) % 8 == 0,
+               "a launch's arrays are laid out back to back");
+static inline size_t launch_extra(const weft_device *dev, size_t nb, size_t scalar_bytes) {
+  return (sizeof(weft_binding) + sizeof(weft_buf *) + sizeof(void *)) * nb +
+         sizeof(weft_stream_wait) * dev->max_streams + scalar_bytes;
+}
+
+/* The launch's state that every reader expects zero lies in two ranges of
+ * the command, cleared with a few wide stores: the task up to its waits,
+ * and preset to the end. */
+#define LAUNCH_ZERO_HEAD offsetof(cmd, task.waits)
+#define LAUNCH_ZERO_TAIL offsetof(cmd, preset)
+#define IN_TAIL(f)       (offsetof(cmd, f) >= LAUNCH_ZERO_TAIL)
+_Static_assert(offsetof(cmd, task) == 0 && offsetof(weft_task, waits) > offsetof(weft_task, link) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, run) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, seq) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, nwaits) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, notify) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, fnext) &&
+                   offsetof(weft_task, waits) > offsetof(weft_task, placed) &&
+                   offsetof(weft_task, waits) + sizeof(void *) == sizeof(weft_task),
+               "launch_init: the task's fields before |waits| are its zeroed state");
+_Static_assert(IN_TAIL(p) && IN_TAIL(inject) && IN_TAIL(poison) && IN_TAIL(instance) &&
+                   IN_TAIL(detached) && IN_TAIL(cancelled) && IN_TAIL(result) && IN_TAIL(error) &&
+                   IN_TAIL(skip),
+               "launch_init: a launch's zeroed state must follow |preset|");
+
+/* Every field of a launch command but the allocation's (kind, budget, bytes,
+ * dev) and its bindings, which are in place at the header's end. The other
+ * kinds' fields (buffer, offset, len, data, staged, stats_out, mem) are
+ * never read for a launch, and the scheduler sets on_slot (placement) and
+ * launch_no (weft__launch_schedule) before anything reads them: those keep
+ * whatever the command's last use left. Everything else the scheduler, the
+ * pool or retirement reads is set here (no memset of the whole command). */
+static inline void launch_init(cmd *c, weft_device *dev, weft_stream_id stream, uint32_t kidx,
+                               const uint32_t grid[3], const uint32_t block[3], size_t nb,
+                               const void *scalars, size_t scalar_bytes) {
+  char *p = (char *)c + WEFT_CMD_HEADER;
+  memset(c, 0, LAUNCH_ZERO_HEAD);
+  memset((char *)c + LAUNCH_ZERO_TAIL, 0, sizeof(cmd) - LAUNCH_ZERO_TAIL);
+  c->bindings = (weft_binding *)p;
+  c->bufs = (weft_buf **)(p += sizeof(weft_binding) * nb);
+  c->ptrs = (void **)(p += sizeof(weft_buf *) * nb);
+  c->task.waits = (weft_stream_wait *)(p += sizeof(void *) * nb);
+  p += sizeof(weft_stream_wait) * dev->max_streams;
+  if (scalar_bytes) memcpy(p, scalars, scalar_bytes);
+  c->scalars = p;
+  c->scalar_bytes = scalar_bytes;
+  c->stream = stream;
+  c->token = NULL;
+  c->kernel = kidx;
+  memcpy(c->grid, grid, sizeof(c->grid));
+  memcpy(c->block, block, sizeof(c->block));
+  c->nb = (uint32_t)nb;
+  c->graph = NULL;
+}
+
 /* A launch command from checked arguments (not submitted). */
 cmd *weft__launch_build(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *resolved, size_t nb, const void *scalars,
                         size_t scalar_bytes, bool wait) {
-  size_t extra = weft__align8(sizeof(weft_binding) * nb) + weft__align8(sizeof(weft_buf *) * nb) +
-                 weft__align8(sizeof(void *) * nb) +
-                 weft__align8(sizeof(weft_stream_wait) * dev->max_streams) + scalar_bytes;
-  cmd *c = weft__cmd_take(dev, CMD_LAUNCH, extra, weft__slot_of(dev, stream), wait);
+  cmd *c = weft__cmd_take(dev, CMD_LAUNCH, launch_extra(dev, nb, scalar_bytes),
+                          weft__slot_of(dev, stream), wait);
   if (!c) return NULL;
-  char *p = (char *)c + weft__align8(sizeof(cmd));
-  c->bindings = (weft_binding *)p;
-  p += weft__align8(sizeof(weft_binding) * nb);
-  c->bufs = (weft_buf **)p;
-  p += weft__align8(sizeof(weft_buf *) * nb);
-  c->ptrs = (void **)p;
-  p += weft__align8(sizeof(void *) * nb);
-  c->task.waits = (weft_stream_wait *)p;
-  p += weft__align8(sizeof(weft_stream_wait) * dev->max_streams);
-  if (nb) memcpy(c->bindings, resolved, sizeof(weft_binding) * nb);
-  if (scalar_bytes) memcpy(p, scalars, scalar_bytes);
-  c->scalars = p;
-  c->scalar_bytes = scalar_bytes;
-  c->nb = (uint32_t)nb;
-  c->kernel = (uint32_t)kernel.id - 1u;
-  memcpy(c->grid, grid, sizeof(c->grid));
-  memcpy(c->block, block, sizeof(c->block));
-  c->stream = stream;
+  if (nb) memcpy((char *)c + WEFT_CMD_HEADER, resolved, sizeof(weft_binding) * nb);
+  launch_init(c, dev, stream, (uint32_t)kernel.id - 1u, grid, block, nb, scalars, scalar_bytes);
   return c;
 }
 
+/* The smallest of three dimensions: 0 when any is (branch-free). */
+static inline uint32_t dims_min(const uint32_t d[3]) {
+  uint32_t m = d[0] < d[1] ? d[0] : d[1];
+  return m < d[2] ? m : d[2];
+}
+
+/* The full path: every check in order, naming the first that fails; a
+ * thread cache without a credit or a command (a refill, waiting for room). */
+static __attribute__((noinline, cold)) weft_status
+launch_full(weft_device *dev, weft_stream_id stream, weft_kernel kernel, const uint32_t grid[3],
+            const uint32_t block[3], const weft_binding *bindings, size_t num_bindings,
+            const void *scalars, size_t scalar_bytes) {
+  weft_binding resolved[WEFT_MAX_BINDINGS];
+  weft_status st = weft__launch_check(dev, kernel, grid, block, bindings, num_bindings, scalars,
+                                      scalar_bytes, resolved);
+  if (st) return st;
+  cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, num_bindings, scalars,
+                              scalar_bytes, true);
+  if (!c) return weft__oom(sizeof(cmd), "a launch command");
+  weft__cmd_submit(dev, c);
+  return NULL;
+}
+
+/* The common launch, straight-line: the same checks as weft__launch_check
+ * as plain tests (each binding checked as it is written into a command from
+ * the thread's cache, with the cached credit), then the push. Whatever is
+ * out of the ordinary (an argument that fails a check, a cache that needs a
+ * refill, a large command, the scheduler's own thread) goes to launch_full,
+ * which checks everything again in order and says what is wrong: a launch
+ * that fails here touched nothing another thread sees. */
 weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
                         const uint32_t grid[3], const uint32_t block[3],
                         const weft_binding *bindings, size_t num_bindings, const void *scalars,
@@ -119,15 +192,45 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter(dev, &in);
   if (st) return st;
-  weft_binding resolved[WEFT_MAX_BINDINGS];
-  st = weft__launch_check(dev, kernel, grid, block, bindings, num_bindings, scalars, scalar_bytes,
-                          resolved);
-  if (st) return st;
-  cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, num_bindings, scalars,
-                              scalar_bytes, true);
-  if (!c) return weft__oom(sizeof(cmd), "a launch command");
+  uint32_t kidx = (uint32_t)kernel.id - 1u; /* id 0: UINT32_MAX, out of the table */
+  if ((uint32_t)(kernel.id >> 32) != dev->tag || kidx >= WEFT_MAX_KERNELS || !grid || !block ||
+      !dims_min(grid) || !dims_min(block) || num_bindings > WEFT_MAX_BINDINGS ||
+      (num_bindings && !bindings) || scalar_bytes > WEFT_MAX_SCALAR_BYTES ||
+      (scalar_bytes && !scalars))
+    goto full;
+  const weft_kernel_entry *k = &dev->kernels[kidx];
+  if (!atomic_load_explicit(&k->ready, memory_order_acquire)) goto full;
+  if (k->k.impl && (st = dev->backend->vt->check_launch(dev->backend, k->k.impl, k->k.name,
+                                                        num_bindings, scalar_bytes)))
+    return st; /* what weft__launch_check says too: every earlier check passed */
+  size_t bytes = WEFT_CMD_HEADER + launch_extra(dev, num_bindings, scalar_bytes);
+  if (bytes > WEFT_CMD_CLASS_MIN << (WEFT_TC_CLASSES - 1)) goto full;
+  uint32_t klass = bytes > WEFT_CMD_CLASS_MIN, budget = weft__slot_of(dev, stream);
+  weft_tcache *tc;
+  cmd *c = weft__cmd_take_cached(dev, CMD_LAUNCH, budget, klass, &tc);
+  if (!c) goto full;
+  weft_binding *to = (weft_binding *)((char *)c + WEFT_CMD_HEADER);
+  for (size_t i = 0; i < num_bindings; i++) {
+    weft_binding b = bindings[i];
+    uint64_t size;
+    if ((uint32_t)b.access - 1u > 2u || /* READ, WRITE, READ_WRITE: 1..3 */
+        !weft_handles_find(&dev->buffers, b.buffer.id, &size) || b.offset > size) {
+      weft__cmd_untake_cached(dev, tc, c, klass);
+      goto full;
+    }
+    if (b.size == WEFT_WHOLE) b.size = size - b.offset;
+    if (b.size > size - b.offset) {
+      weft__cmd_untake_cached(dev, tc, c, klass);
+      goto full;
+    }
+    to[i] = b;
+  }
+  launch_init(c, dev, stream, kidx, grid, block, num_bindings, scalars, scalar_bytes);
   weft__cmd_submit(dev, c);
   return NULL;
+full:
+  return launch_full(dev, stream, kernel, grid, block, bindings, num_bindings, scalars,
+                     scalar_bytes);
 }
 
 /* ---- 2. scheduler: number, resolve, pin, arm, record or register --------------------------- */

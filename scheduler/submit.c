@@ -101,15 +101,7 @@ static uint64_t credits_take(weft_device *dev, uint32_t budget, uint64_t want) {
  * are under one process-wide lock: it is taken when a thread first uses a
  * device, switches slots, exits, and when a device closes, never on the
  * way of a launch that finds its cache. */
-#define WEFT_TC_DEVICES 4u
-
-typedef struct tc_slots {
-  uint32_t next_victim;
-  bool keyed; /* the exit destructor is armed */
-  weft_tcache tc[WEFT_TC_DEVICES];
-} tc_slots;
-
-static _Thread_local tc_slots tc_tls;
+_Thread_local weft_tc_slots weft__tc_tls;
 static pthread_mutex_t tc_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
 static pthread_key_t tc_key;
@@ -144,7 +136,7 @@ static void tc_unbind_locked(weft_tcache *tc) {
 /* A thread's exit: every cache it holds goes back (glibc runs key
  * destructors before it frees the thread's TLS). */
 static void tc_thread_exit(void *arg) {
-  tc_slots *s = arg;
+  weft_tc_slots *s = arg;
   pthread_mutex_lock(&tc_lock);
   for (uint32_t i = 0; i < WEFT_TC_DEVICES; i++) tc_unbind_locked(&s->tc[i]);
   pthread_mutex_unlock(&tc_lock);
@@ -158,7 +150,7 @@ static void tc_key_make(void) {
 /* The calling thread's cache for |dev| (bound now if it had none), or NULL
  * (no thread-exit hook could be armed: the thread goes uncached). */
 static __attribute__((noinline)) weft_tcache *tc_bind(weft_device *dev) {
-  tc_slots *s = &tc_tls;
+  weft_tc_slots *s = &weft__tc_tls;
   if (!s->keyed) {
     pthread_once(&tc_once, tc_key_make);
     if (!tc_key_ok || pthread_setspecific(tc_key, s) != 0) return NULL;
@@ -189,10 +181,8 @@ static __attribute__((noinline)) weft_tcache *tc_bind(weft_device *dev) {
 
 /* The calling thread's cache for |dev| (the caller is inside it). */
 static inline weft_tcache *tc_get(weft_device *dev) {
-  tc_slots *s = &tc_tls;
-  for (uint32_t i = 0; i < WEFT_TC_DEVICES; i++)
-    if (atomic_load_explicit(&s->tc[i].dev, memory_order_relaxed) == dev) return &s->tc[i];
-  return tc_bind(dev);
+  weft_tcache *tc = weft__tcache_find(dev);
+  return tc ? tc : tc_bind(dev);
 }
 
 void weft__tcache_close(weft_device *dev) {
@@ -230,6 +220,30 @@ static __attribute__((noinline)) bool credit_refill(weft_device *dev, weft_tcach
     weft__wait_room(dev, room_for_one, &r);
     *tcp = tc = tc_get(dev);
   }
+}
+
+/* Commands first: a refill that fails leaves the cache no credits beyond
+ * the block less one it may hold at rest (weft__cmd_take_cached's caller
+ * spends one at once). */
+bool weft__tcache_refill(weft_device *dev, weft_tcache *tc, uint32_t budget, uint32_t k) {
+  if (!tc->cmds[k] && !weft__cmd_cache_fill(dev, tc, k)) return false; /* the pool grows */
+  if (tc->credits[budget]) return true;
+  if (!tc->seated) return false; /* one credit at a time, or a pool thread: weft__cmd_take */
+  uint64_t n = credits_take(dev, budget, tc->block);
+  if (!n) return false; /* no room: weft__cmd_take waits for it */
+  tc->credits[budget] = (uint16_t)n;
+  return true;
+}
+
+/* The command goes back to the cache, its credit to the budget: a seated
+ * cache then still holds at most block - 1 unused credits, so idle threads'
+ * credits never fill a budget that has nothing in flight to free it. */
+void weft__cmd_untake_cached(weft_device *dev, weft_tcache *tc, cmd *c, uint32_t k) {
+  uint32_t budget = c->budget;
+  c->task.link.next = tc->cmds[k];
+  tc->cmds[k] = &c->task.link;
+  tc->ncmds[k]++;
+  weft__budget_release(dev, budget, 1);
 }
 
 /* The scheduler (a thread that runs past close's unbinding) never waits
@@ -274,6 +288,10 @@ void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last) {
     return;
   }
   weft_inbox_push_chain_quiet(&dev->loop.inbox, &first->task.link, &last->task.link);
+  weft__cmd_combine_pushed(dev);
+}
+
+void weft__cmd_combine_pushed(weft_device *dev) {
   if (weft__dev_scheduling() == dev) return; /* the holder's own loop takes it */
   if (weft_stream_worker_ctx() == dev) {     /* a pool thread never schedules: it could */
     weft__signal_raise(&dev->loop.wake);     /* end up waiting for itself */
@@ -285,10 +303,6 @@ void weft__cmd_submit_chain(weft_device *dev, cmd *first, cmd *last) {
    * command, or this thread sees the role free and takes it. */
   atomic_thread_fence(memory_order_seq_cst);
   weft__combine(dev);
-}
-
-void weft__cmd_submit(weft_device *dev, cmd *c) {
-  weft__cmd_submit_chain(dev, c, c);
 }
 
 weft_status weft__cmd_call(weft_device *dev, cmd *c) {

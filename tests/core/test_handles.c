@@ -75,6 +75,40 @@ Test(handles, forged_and_malformed_ids_are_refused) {
   env_close(&e);
 }
 
+/* weft_handles_find (the launch path's inline lookup) answers as
+ * weft_handles_lookup for live, killed, recycled and forged ids, and says 0
+ * for the value of every refused one. */
+Test(handles, the_inline_find_agrees_with_lookup_and_zeroes_a_refused_value) {
+  env e;
+  env_open(&e);
+  uint64_t a = acquire(&e, 41), b = acquire(&e, 42), v = 9;
+  cr_assert_eq(weft_handles_find(&e.t, a, &v), weft_handles_lookup(&e.t, a, NULL));
+  cr_assert_eq(v, 41);
+  uint64_t g = b >> 32, idx1 = (uint32_t)b;
+  uint64_t bad[] = {0,
+                    g << 32,
+                    idx1,
+                    ((g + 1) << 32) | idx1,
+                    ((g + 2) << 32) | idx1,
+                    (g << 32) | (idx1 + 1),
+                    (g << 32) | 0xffffffffu};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    v = 9;
+    cr_assert_null(weft_handles_find(&e.t, bad[i], &v), "id %#" PRIx64 " found", bad[i]);
+    cr_assert_eq(v, 0, "id %#" PRIx64 ": a refused find says 0", bad[i]);
+  }
+  cr_assert(weft_handles_kill(&e.t, b));
+  v = 9;
+  cr_assert_null(weft_handles_find(&e.t, b, &v), "dead at once");
+  cr_assert_eq(v, 0);
+  weft_handles_recycle(&e.t, b);
+  uint64_t c = acquire(&e, 43); /* the recycled slot, a new generation */
+  cr_assert_null(weft_handles_find(&e.t, b, &v), "the old handle stays dead");
+  cr_assert_not_null(weft_handles_find(&e.t, c, &v));
+  cr_assert_eq(v, 43);
+  env_close(&e);
+}
+
 Test(handles, a_killed_handle_is_refused_and_cannot_be_killed_twice) {
   env e;
   env_open(&e);

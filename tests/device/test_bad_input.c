@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1055,6 +1056,127 @@ Test(bad_input, a_storm_of_rejected_calls_loses_and_leaks_nothing, .timeout = 60
     expect_err(want, st, "storm call", i % 10);
   }
   launch_env_close(&l, &s0);
+}
+
+/* A launch refused for a binding has already taken a command and a credit
+ * from the thread's cache (the fast path checks each binding as it writes
+ * it into the command): the command must go back to the cache, the credit
+ * to the budget. With a budget of two commands a lost credit stalls the
+ * good launches (the timeout), and a lost command makes the pool grow (past
+ * its presized slab, an allocation). */
+Test(bad_input, a_refused_binding_gives_back_its_command_and_its_credit, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.max_pending_commands = 2;
+  env_open(&e);
+  weft_kernel k;
+  EXPECT_OK(weft_kernel_host(e.dev, "nop", nop_kernel, NULL, &k));
+  weft_buffer a, dead;
+  EXPECT_OK(weft_buffer_create(e.dev, 0, LSIZE, &a));
+  EXPECT_OK(weft_buffer_create(e.dev, 0, LSIZE, &dead));
+  EXPECT_OK(weft_buffer_release(e.dev, dead));
+  weft_binding good = {a, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  for (int i = 0; i < 64; i++) EXPECT_OK(weft_launch(e.dev, 0, k, one, one, &good, 1, NULL, 0));
+  EXPECT_OK(weft_sync(e.dev, 0)); /* warm: the thread's cache holds commands and credits */
+  uint64_t allocs = weft_counting_allocator_counts(e.ca).allocs;
+  weft_device_stats s0 = stats_of(e.dev);
+  enum { ROUNDS = 4000 };
+  for (int i = 0; i < ROUNDS; i++) {
+    weft_binding bd[2] = {good, good};
+    switch (i % 4) {
+    case 0:
+      bd[1].buffer = dead;
+      EXPECT_ERR(NOT_FOUND, weft_launch(e.dev, 0, k, one, one, bd, 2, NULL, 0));
+      break;
+    case 1:
+      bd[1].offset = LSIZE + 1;
+      EXPECT_ERR(INVALID, weft_launch(e.dev, 0, k, one, one, bd, 2, NULL, 0));
+      break;
+    case 2:
+      bd[1].size = LSIZE + 1;
+      EXPECT_ERR(INVALID, weft_launch(e.dev, 0, k, one, one, bd, 2, NULL, 0));
+      break;
+    default:
+      bd[0].access = (weft_access)4;
+      EXPECT_ERR(INVALID, weft_launch(e.dev, 0, k, one, one, bd, 2, NULL, 0));
+      break;
+    }
+    EXPECT_OK(weft_launch(e.dev, 0, k, one, one, &good, 1, NULL, 0));
+  }
+  EXPECT_OK(weft_sync(e.dev, 0));
+  weft_device_stats s1 = stats_of(e.dev);
+  cr_assert_eq(s1.launches_run - s0.launches_run, ROUNDS, "%" PRIu64 " good launches ran of %d",
+               s1.launches_run - s0.launches_run, ROUNDS);
+  cr_assert_eq(s1.launches_failed, s0.launches_failed);
+  cr_assert_leq(s1.pending_peak, 2, "the budget held %" PRIu64 " commands", s1.pending_peak);
+  cr_assert_eq(weft_counting_allocator_counts(e.ca).allocs, allocs,
+               "the refused launches cost %" PRIu64 " allocations: commands were lost",
+               weft_counting_allocator_counts(e.ca).allocs - allocs);
+  EXPECT_OK(weft_buffer_release(e.dev, a));
+  env_close(&e);
+}
+
+/* Two threads that each had a launch refused for a binding, and then sit
+ * idle inside their device (their thread caches stay bound), hold no credit
+ * of a budget of two: a third thread's launches on that stream find room
+ * (were the refused launches' credits kept in the idle caches, the budget
+ * would be full with nothing in flight to free it, and the third thread
+ * would wait for ever: the timeout). */
+typedef struct refuser {
+  weft_device *dev;
+  weft_kernel k;
+  weft_buffer good, dead;
+  pthread_barrier_t *refused, *done;
+} refuser;
+
+static void *refuse_then_idle(void *arg) {
+  refuser *r = arg;
+  weft_binding bd = {r->good, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  EXPECT_OK(weft_launch(r->dev, 0, r->k, one, one, &bd, 1, NULL, 0)); /* binds the cache */
+  EXPECT_OK(weft_sync(r->dev, 0));
+  /* A pass after the one that answered: stream 0's retired commands are
+   * returned and its budget empty, so the refused launch gets its credit. */
+  EXPECT_OK(weft_sync(r->dev, 1));
+  bd.buffer = r->dead;
+  EXPECT_ERR(NOT_FOUND, weft_launch(r->dev, 0, r->k, one, one, &bd, 1, NULL, 0));
+  pthread_barrier_wait(r->refused);
+  pthread_barrier_wait(r->done); /* idle, cache bound, until the main thread is through */
+  return NULL;
+}
+
+Test(bad_input, idle_threads_keep_no_credit_of_their_refused_launches, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.max_pending_commands = 2;
+  env_open(&e);
+  refuser r = {.dev = e.dev};
+  EXPECT_OK(weft_kernel_host(e.dev, "nop", nop_kernel, NULL, &r.k));
+  EXPECT_OK(weft_buffer_create(e.dev, 0, LSIZE, &r.good));
+  EXPECT_OK(weft_buffer_create(e.dev, 0, LSIZE, &r.dead));
+  EXPECT_OK(weft_buffer_release(e.dev, r.dead));
+  EXPECT_OK(weft_sync(e.dev, 1));
+  pthread_barrier_t refused, done;
+  pthread_barrier_init(&refused, NULL, 2);
+  pthread_barrier_init(&done, NULL, 3);
+  r.refused = &refused;
+  r.done = &done;
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) { /* one at a time: neither finds the other's commands pending */
+    cr_assert_eq(pthread_create(&t[i], NULL, refuse_then_idle, &r), 0);
+    pthread_barrier_wait(&refused);
+  }
+  weft_binding bd = {r.good, 0, WEFT_WHOLE, WEFT_READ_WRITE};
+  for (int i = 0; i < 8; i++) EXPECT_OK(weft_launch(e.dev, 0, r.k, one, one, &bd, 1, NULL, 0));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  pthread_barrier_wait(&done);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&refused);
+  pthread_barrier_destroy(&done);
+  weft_device_stats st = stats_of(e.dev);
+  cr_assert_eq(st.launches_run, 10, "%" PRIu64 " launches ran of 10", st.launches_run);
+  cr_assert_leq(st.pending_peak, 2);
+  EXPECT_OK(weft_buffer_release(e.dev, r.good));
+  env_close(&e);
 }
 
 /* ---- running out of memory on the device allocator
