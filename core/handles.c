@@ -86,10 +86,7 @@ weft_status weft_handles_acquire(weft_handles *t, uint64_t value, uint64_t *out_
 }
 
 static weft_handle_slot *slot_of(weft_handles *t, uint64_t id) {
-  uint32_t idx1 = (uint32_t)id;
-  if (idx1 == 0 || (id >> 32) == 0) return NULL;
-  if (idx1 - 1 >= atomic_load_explicit(&t->fresh, memory_order_acquire)) return NULL;
-  return slot_at(t, idx1 - 1);
+  return weft_handles_slot(t, id);
 }
 
 weft_handle_slot *weft_handles_lookup(weft_handles *t, uint64_t id, uint64_t *out_value) {
@@ -111,10 +108,6 @@ bool weft_handles_kill(weft_handles *t, uint64_t id) {
   if (!s || !(g & 1u)) return false;
   return atomic_compare_exchange_strong_explicit(&s->gen, &g, g + 1, memory_order_acq_rel,
                                                  memory_order_relaxed);
-}
-
-weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id) {
-  return slot_of(t, id);
 }
 
 void weft_handles_recycle(weft_handles *t, uint64_t id) {

@@ -45,8 +45,16 @@ WEFT_MUST_USE_RESULT weft_status weft_handles_acquire(weft_handles *t, uint64_t 
 weft_handle_slot *weft_handles_lookup(weft_handles *t, uint64_t id, uint64_t *out_value);
 /* Any thread: kills |id|; false if it was not live (double release, forged). */
 bool weft_handles_kill(weft_handles *t, uint64_t id);
-/* The slot of a well-formed id whose generation may be dead (owner use). */
-weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id);
+/* The slot of a well-formed id whose generation may be dead (owner use).
+ * Inline: the scheduler resolves every binding of every launch with it. */
+static inline weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id) {
+  uint32_t idx1 = (uint32_t)id;
+  if (idx1 == 0 || (id >> 32) == 0) return NULL;
+  if (idx1 - 1 >= atomic_load_explicit(&t->fresh, memory_order_acquire)) return NULL;
+  weft_handle_slot *c =
+      atomic_load_explicit(&t->chunks[(idx1 - 1) >> WEFT_HANDLE_CHUNK_BITS], memory_order_acquire);
+  return c ? &c[(idx1 - 1) & (WEFT_HANDLE_CHUNK - 1)] : NULL;
+}
 /* Owner: returns a killed slot to the free list. */
 void weft_handles_recycle(weft_handles *t, uint64_t id);
 
