@@ -49,11 +49,21 @@ bool weft_handles_kill(weft_handles *t, uint64_t id);
  * Inline: the scheduler resolves every binding of every launch with it. */
 static inline weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id) {
   uint32_t idx1 = (uint32_t)id;
-  if (idx1 == 0 || (id >> 32) == 0) return NULL;
-  if (idx1 - 1 >= atomic_load_explicit(&t->fresh, memory_order_acquire)) return NULL;
+  /* idx1 == 0 wraps past every slot handed out (fresh <= 4M). */
+  if ((id >> 32) == 0 || idx1 - 1 >= atomic_load_explicit(&t->fresh, memory_order_acquire))
+    return NULL;
   weft_handle_slot *c =
       atomic_load_explicit(&t->chunks[(idx1 - 1) >> WEFT_HANDLE_CHUNK_BITS], memory_order_acquire);
   return c ? &c[(idx1 - 1) & (WEFT_HANDLE_CHUNK - 1)] : NULL;
+}
+/* The slot of |id| where a lookup found it live before handing it to the
+ * owner (through a release/acquire hand-off, such as a command): its chunk
+ * exists and stays, so no check is needed; its generation may be dead since. */
+static inline weft_handle_slot *weft_handles_slot_seen(weft_handles *t, uint64_t id) {
+  uint32_t idx = (uint32_t)id - 1u;
+  weft_handle_slot *c =
+      atomic_load_explicit(&t->chunks[idx >> WEFT_HANDLE_CHUNK_BITS], memory_order_relaxed);
+  return &c[idx & (WEFT_HANDLE_CHUNK - 1)];
 }
 /* Owner: returns a killed slot to the free list. */
 void weft_handles_recycle(weft_handles *t, uint64_t id);

@@ -183,26 +183,27 @@ void weft__launch_schedule(weft_device *dev, cmd *c) {
    * mapping as before: a failed lazy mapping mints its own). A lazy mapping
    * may run other work: registration then marks again from scratch. */
   uint64_t bit = dev->window.capture_of[slot] ? 0 : UINT64_C(1) << slot, others = 0;
-  bool remark = !bit, writes = false;
+  bool remark = !bit;
+  uint64_t written = 0; /* the sizes of the written bindings, ORed: non-zero if any writes bytes */
   const weft_binding *bds = c->bindings; /* locals: a buffer's counts could alias the command */
   weft_buf **bufs = c->bufs;
   for (uint32_t i = 0, n = c->nb; i < n; i++) {
     const weft_binding *bd = &bds[i];
-    writes |= weft__is_write(bd->access) && bd->size;
-    weft_buf *b = weft__buf_resolve(dev, bd->buffer.id);
+    written |= bd->size & (UINT64_C(0) - weft__is_write(bd->access));
+    weft_buf *b = weft__buf_resolve_seen(dev, bd->buffer.id); /* weft__launch_check found it */
     bufs[i] = b;
     if (__builtin_expect(!b, 0)) {
       if (!c->preset) c->preset = weft__buf_not_found(bd->buffer.id);
       continue;
     }
-    if (__builtin_expect(b->allocated && !b->ptr, 0)) {
+    if (__builtin_expect(!b->ptr, 0) && b->allocated) {
       weft__buf_map_lazy(dev, b);
       remark = true;
     }
     b->pending++;
     others |= weft__ms_mark(b, bit);
   }
-  launch_arm(dev, c, writes ? weft__scope_mint(dev) : 0);
+  launch_arm(dev, c, written ? weft__scope_mint(dev) : 0);
   c->task.run = run_launch; /* before recording: a replay's copies run it too */
   if (__builtin_expect(remark, 0)) {
     if (dev->window.capture_of[slot]) { /* none: nothing to ask */
@@ -336,7 +337,8 @@ static __attribute__((noinline)) void launch_complete_scoped(weft_device *dev, c
  * only counts and unpins (freeing no buffer). Anything else takes the
  * scoped path. */
 void weft__launch_complete(weft_device *dev, cmd *c) {
-  if (__builtin_expect(c->result == OUT_RUN && !c->error && !c->preset, 1)) {
+  /* A launch that ran holds no error: a preset one fails it (run_launch). */
+  if (__builtin_expect(c->result == OUT_RUN, 1)) {
     /* One pass: unpinned, unless a written byte carries a claim or the
      * unpinning frees a released buffer; then the pins are put back and the
      * scoped path unpins after the scope. */

@@ -132,7 +132,8 @@ static void place(weft_device *dev, weft_stream *s, cmd *c, uint64_t batch, weft
 /* Places the batch |first| (of the slot whose bit is |batch|) on |s| in its
  * order, as place would each task, with the counters in registers; the
  * batch's chain is the one handed over. Returns its last task. */
-static weft_task *place_chain(weft_device *dev, weft_stream *s, weft_task *first, uint64_t batch) {
+static __attribute__((noinline)) weft_task *place_chain(weft_device *dev, weft_stream *s,
+                                                        weft_task *first, uint64_t batch) {
   uint32_t me = s->slot;
   uint64_t seq = s->submitted, placed = dev->ms.placed, n = 0;
   struct weft_fifo *f = &dev->ms.fifo[me];
