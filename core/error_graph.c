@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 #define TOMB   UINT64_MAX
-#define MAX_ID (UINT64_MAX - 1)
+#define MAX_ID WEFT_GRAPH_MAX_ID
 
 static bool rehash(weft_error_graph *g, uint64_t cap);
 
@@ -70,14 +70,11 @@ static bool rehash(weft_error_graph *g, uint64_t cap) {
   return true;
 }
 
-weft_failure_id weft_graph_mint(weft_error_graph *g, weft_status *err) {
-  if (g->minted >= MAX_ID) {
-    if (err)
-      *err = weft_error_make(WEFT_ERR_GENERIC, "failure ids are exhausted (%" PRIu64 " minted)",
-                             g->minted);
-    return 0;
-  }
-  return ++g->minted;
+weft_failure_id weft__graph_mint_exhausted(const weft_error_graph *g, weft_status *err) {
+  if (err)
+    *err = weft_error_make(WEFT_ERR_GENERIC, "failure ids are exhausted (%" PRIu64 " minted)",
+                           g->minted);
+  return 0;
 }
 
 bool weft_graph_insert_as(weft_error_graph *g, weft_failure_id id, weft_status error) {

@@ -67,8 +67,15 @@ void weft_graph_init(weft_error_graph *g, const weft_allocator *alloc);
 void weft_graph_destroy(weft_error_graph *g);
 
 /* Mints the next id (non-zero, increasing, never reused). 0 and an
- * InvalidArgument-free Generic error in |*err| when ids are exhausted. */
-weft_failure_id weft_graph_mint(weft_error_graph *g, weft_status *err);
+ * InvalidArgument-free Generic error in |*err| when ids are exhausted.
+ * Inline: every launch that writes mints one. */
+#define WEFT_GRAPH_MAX_ID (UINT64_MAX - 1)
+weft_failure_id weft__graph_mint_exhausted(const weft_error_graph *g, weft_status *err);
+static inline weft_failure_id weft_graph_mint(weft_error_graph *g, weft_status *err) {
+  if (__builtin_expect(g->minted >= WEFT_GRAPH_MAX_ID, 0))
+    return weft__graph_mint_exhausted(g, err);
+  return ++g->minted;
+}
 /* A new node (tagged 0) owning |error| with a fresh id; 0 when ids or memory
  * run out (|error| is freed, |*err| says why). */
 weft_failure_id weft_graph_insert(weft_error_graph *g, weft_status error, weft_status *err);

@@ -94,10 +94,6 @@ bool weft_handles_kill(weft_handles *t, uint64_t id) {
                                                  memory_order_relaxed);
 }
 
-weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id) {
-  return weft_handles_of(t, id);
-}
-
 void weft_handles_recycle(weft_handles *t, uint64_t id) {
   weft_handle_slot *s = weft_handles_of(t, id);
   if (!s) return;

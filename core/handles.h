@@ -75,8 +75,20 @@ static inline weft_handle_slot *weft_handles_find(weft_handles *t, uint64_t id,
 }
 /* Any thread: kills |id|; false if it was not live (double release, forged). */
 bool weft_handles_kill(weft_handles *t, uint64_t id);
-/* The slot of a well-formed id whose generation may be dead (owner use). */
-weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id);
+/* The slot of a well-formed id whose generation may be dead (owner use).
+ * Inline: the scheduler resolves every binding of every launch with it. */
+static inline weft_handle_slot *weft_handles_slot(weft_handles *t, uint64_t id) {
+  return weft_handles_of(t, id);
+}
+/* The slot of |id| where a lookup found it live before handing it to the
+ * owner (through a release/acquire hand-off, such as a command): its chunk
+ * exists and stays, so no check is needed; its generation may be dead since. */
+static inline weft_handle_slot *weft_handles_slot_seen(weft_handles *t, uint64_t id) {
+  uint32_t idx = (uint32_t)id - 1u;
+  weft_handle_slot *c =
+      atomic_load_explicit(&t->chunks[idx >> WEFT_HANDLE_CHUNK_BITS], memory_order_relaxed);
+  return &c[idx & (WEFT_HANDLE_CHUNK - 1)];
+}
 /* Owner: returns a killed slot to the free list. */
 void weft_handles_recycle(weft_handles *t, uint64_t id);
 

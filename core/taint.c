@@ -161,7 +161,8 @@ void weft_taint_set(weft_taint *t, const weft_allocator *a, weft_error_graph *g,
   if (g) weft_graph_tag(g, f); /* one tag per (allocation, failure) */
 }
 
-void weft_taint_written(weft_taint *t, const weft_allocator *a, weft_error_graph *g, weft_range r) {
+void weft__taint_written_claims(weft_taint *t, const weft_allocator *a, weft_error_graph *g,
+                                weft_range r) {
   if (r.start >= r.end) return;
   for (uint32_t i = 0; i <= t->nmore; i++) {
     weft_claim_ranges *c = claim_at(t, i);
@@ -174,7 +175,7 @@ void weft_taint_written(weft_taint *t, const weft_allocator *a, weft_error_graph
   }
 }
 
-weft_failure_id weft_taint_failure(const weft_taint *t, weft_range r) {
+weft_failure_id weft__taint_failure_claims(const weft_taint *t, weft_range r) {
   if (r.start >= r.end) return 0; /* empty ranges never match */
   if (t->first.failure && intersects(&t->first, r)) return t->first.failure;
   for (uint32_t i = 0; i < t->nmore; i++)
@@ -187,10 +188,6 @@ void weft_taint_clear(weft_taint *t, const weft_allocator *a, weft_error_graph *
   if (t->first.failure) drop_claim(t, a, g, 0);
   weft__free(a, t->more, sizeof(weft_claim_ranges) * t->more_cap, 16);
   memset(t, 0, sizeof(*t));
-}
-
-bool weft_taint_is_clean(const weft_taint *t) {
-  return !t->first.failure && t->nmore == 0;
 }
 
 uint32_t weft_taint_claims(const weft_taint *t) {

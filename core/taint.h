@@ -40,10 +40,22 @@ typedef struct weft_taint {
  * (conservative: tainted unless proven written). */
 void weft_taint_set(weft_taint *t, const weft_allocator *a, weft_error_graph *g, weft_range r,
                     weft_failure_id f);
-void weft_taint_written(weft_taint *t, const weft_allocator *a, weft_error_graph *g, weft_range r);
-weft_failure_id weft_taint_failure(const weft_taint *t, weft_range r);
 void weft_taint_clear(weft_taint *t, const weft_allocator *a, weft_error_graph *g);
-bool weft_taint_is_clean(const weft_taint *t);
+/* No claim: the common case, which every launch's path asks about (inline,
+ * with written and failure answering it without a call). */
+static inline bool weft_taint_is_clean(const weft_taint *t) {
+  return !t->first.failure && t->nmore == 0;
+}
+void weft__taint_written_claims(weft_taint *t, const weft_allocator *a, weft_error_graph *g,
+                                weft_range r);
+weft_failure_id weft__taint_failure_claims(const weft_taint *t, weft_range r);
+static inline void weft_taint_written(weft_taint *t, const weft_allocator *a, weft_error_graph *g,
+                                      weft_range r) {
+  if (!weft_taint_is_clean(t)) weft__taint_written_claims(t, a, g, r);
+}
+static inline weft_failure_id weft_taint_failure(const weft_taint *t, weft_range r) {
+  return weft_taint_is_clean(t) ? 0 : weft__taint_failure_claims(t, r);
+}
 /* Number of claims; the ranges of claim |i| (for tests). */
 uint32_t weft_taint_claims(const weft_taint *t);
 const weft_claim_ranges *weft_taint_claim(const weft_taint *t, uint32_t i);

@@ -28,6 +28,12 @@ static inline weft_buf *weft__buf_resolve(weft_device *dev, uint64_t id) {
   weft_buf *b = s ? s->obj : NULL;
   return b && b->id == id && !b->released ? b : NULL;
 }
+/* As resolve, for an id the client found live when it made the command
+ * (weft__buf_lookup: a launch's bindings), whose slot therefore exists. */
+static inline weft_buf *weft__buf_resolve_seen(weft_device *dev, uint64_t id) {
+  weft_buf *b = weft_handles_slot_seen(&dev->buffers, id)->obj;
+  return b && b->id == id && !b->released ? b : NULL;
+}
 /* NotFound: |id| was released before the command reached it. */
 WEFT_MUST_USE_RESULT weft_status weft__buf_not_found(uint64_t id);
 /* Gives an allocated buffer its address, mapping a lazy (dry-run) page on

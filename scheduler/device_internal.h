@@ -46,51 +46,65 @@ typedef enum cmd_kind {
 
 typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED } outcome;
 
+/* Laid out by who touches what, a cache line each (docs/architecture.md, "A
+ * launch, line by line"): the pool's hop reads lines 0-2 and writes only its
+ * outcome on line 2 (a failure's details on line 3); the scheduler's hop
+ * (number, resolve, register, place) touches lines 0-2; retirement lines
+ * 0-3. Lines 3-4 are otherwise what other kinds use. */
 typedef struct cmd {
+  /* line 0: the task (the pool's link, run, seq and waits; the scheduler's
+   * placement), and what every hop dispatches on */
   weft_task task; /* first: the inbox link is the task's */
   cmd_kind kind;
   uint16_t budget;  /* back-pressure: the stream slot it counts against, or WEFT_MAX_STREAMS */
   uint16_t on_slot; /* placed: the stream slot that runs it */
-  size_t bytes;     /* size of this allocation */
+  /* line 1: what a launch's worker reads, written by the client; resolved
+   * buffers written by the scheduler before it is placed */
   weft_device *dev;
-  weft_stream_id stream;
-  weft_token *token;
-  uint64_t buffer;            /* CREATE, WRITE, READ, RELEASE */
-  uint64_t offset, len;       /* WRITE, READ; CREATE: len = size */
-  void *data;                 /* WRITE: bytes; READ: destination */
-  bool staged;                /* WRITE: |data| is a separate block for the drop queue */
-  uint32_t kernel;            /* LAUNCH: index into the kernel table */
-  uint64_t launch_no;         /* LAUNCH: 1-based number on the device, in processing order */
-  uint32_t grid[3], block[3]; /* LAUNCH */
   uint32_t nb;                /* LAUNCH: bindings; CHECK: handles */
+  uint32_t kernel;            /* LAUNCH: index into the kernel table */
+  uint32_t grid[3], block[3]; /* LAUNCH */
   weft_binding *bindings;     /* LAUNCH (sizes resolved) */
+  weft_buf **bufs;            /* LAUNCH, READ, WRITE: resolved buffers */
   /* Kind-specific pointers share a word (commands stay in their size class). */
   union {
     void **ptrs;      /* LAUNCH: binding addresses, resolved when it runs */
     void *copy_state; /* WRITE, READ: the backend's word for the copy (weft_copy_desc), or NULL */
   };
+  /* line 2: the rest of what the worker reads, its outcome, and what the
+   * scheduler writes when it takes the command */
   union {
     uint64_t *handles; /* CHECK */
     void *graph;       /* LAUNCH: replays this backend graph (a capture's), or NULL */
   };
-  weft_buf **bufs; /* LAUNCH, READ, WRITE: resolved buffers */
   union {
     const void *scalars;      /* LAUNCH */
     const struct cmd *caller; /* a blocking call from a host kernel: that kernel's launch */
   };
-  size_t scalar_bytes;
-  weft_device_stats *stats_out;     /* STATS */
-  struct weft_memory_call *mem;     /* MEMORY: the call, on the caller's stack */
-  weft_status preset;               /* LAUNCH: resolution error, owned */
-  weft_failure_id p;                /* LAUNCH, WRITE: the provisional id of its write scope */
-  weft_error_kind inject;           /* LAUNCH: a failpoint makes it fail with this kind */
-  bool poison;                      /* LAUNCH: a failpoint poisons the device when it runs */
-  struct weft_replay_seg *instance; /* LAUNCH: the replay segment that owns it, or NULL */
-  bool detached;          /* kept by a recording: no longer counted against back-pressure */
-  bool cancelled;         /* a kernel's call refused while queued: processed as a no-op */
+  /* From |preset| on, a launch's state starts zeroed (launch_init, launch.c). */
+  weft_status preset; /* LAUNCH: resolution error, owned */
+  uint64_t launch_no; /* LAUNCH: 1-based number on the device, in processing order */
+  weft_failure_id p;  /* LAUNCH, WRITE: the provisional id of its write scope */
+  weft_stream_id stream;
+  uint32_t scalar_bytes;  /* LAUNCH: at most WEFT_MAX_SCALAR_BYTES */
+  weft_error_kind inject; /* LAUNCH: a failpoint makes it fail with this kind */
   outcome result;         /* set by the worker */
-  weft_status error;      /* OUT_FAILED: the error (owned) */
-  weft_read_failure skip; /* OUT_SKIPPED: the root and the input that carried it */
+  bool poison;            /* LAUNCH: a failpoint poisons the device when it runs */
+  bool cancelled;         /* a kernel's call refused while queued: processed as a no-op */
+  bool detached;          /* kept by a recording: no longer counted against back-pressure */
+  bool staged;            /* WRITE: |data| is a separate block for the drop queue */
+  /* line 3: a failure's details (the worker's), and retirement's */
+  weft_status error;                /* OUT_FAILED: the error (owned) */
+  weft_read_failure skip;           /* OUT_SKIPPED: the root and the input that carried it */
+  struct weft_replay_seg *instance; /* LAUNCH: the replay segment that owns it, or NULL */
+  size_t bytes;                     /* size of this allocation */
+  weft_token *token;
+  weft_device_stats *stats_out; /* STATS */
+  struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
+  /* line 4: copies and buffer calls */
+  uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
+  uint64_t offset, len; /* WRITE, READ; CREATE: len = size */
+  void *data;           /* WRITE: bytes; READ: destination */
 } cmd;
 
 /* A replay instance's bookkeeping (capture.c): its launches placed and not
@@ -179,6 +193,14 @@ typedef struct weft_batch {
 #define WEFT_WRITE_STAGE_MAX (UINT64_C(4) << 20)
 #define WEFT_STAGING_WINDOW  (UINT64_C(64) << 20)
 #define WEFT_CALLER_SHARDS   16u /* lines the count of callers inside is spread over */
+
+/* The lines the layout of |cmd| promises (its comment): a field moved across
+ * one changes what a hop touches. */
+_Static_assert(sizeof(weft_task) + sizeof(cmd_kind) + 2 * sizeof(uint16_t) <= 64 &&
+                   offsetof(cmd, dev) == 64 && offsetof(cmd, ptrs) + sizeof(void *) <= 128 &&
+                   offsetof(cmd, graph) == 128 && offsetof(cmd, staged) < 192 &&
+                   offsetof(cmd, error) == 192 && offsetof(cmd, mem) < 256,
+               "cmd's fields on the lines its comment gives them");
 
 /* A launch with 3 bindings on a 4-stream device (the common shape) fits the
  * smallest command class: a few more bytes in |cmd| double its footprint

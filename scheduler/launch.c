@@ -107,13 +107,17 @@ _Static_assert(offsetof(cmd, task) == 0 && offsetof(weft_task, waits) > offsetof
                    offsetof(weft_task, waits) > offsetof(weft_task, placed) &&
                    offsetof(weft_task, waits) + sizeof(void *) == sizeof(weft_task),
                "launch_init: the task's fields before |waits| are its zeroed state");
+_Static_assert(!IN_TAIL(kind) && !IN_TAIL(budget) && !IN_TAIL(dev) && IN_TAIL(bytes),
+               "launch_init: the allocation's fields outside the cleared tail but |bytes|, "
+               "which it keeps across the clear");
 _Static_assert(IN_TAIL(p) && IN_TAIL(inject) && IN_TAIL(poison) && IN_TAIL(instance) &&
                    IN_TAIL(detached) && IN_TAIL(cancelled) && IN_TAIL(result) && IN_TAIL(error) &&
                    IN_TAIL(skip),
                "launch_init: a launch's zeroed state must follow |preset|");
 
 /* Every field of a launch command but the allocation's (kind, budget, bytes,
- * dev) and its bindings, which are in place at the header's end. The other
+ * dev: kept, bytes across the clear) and its bindings, which are in place at
+ * the header's end. The other
  * kinds' fields (buffer, offset, len, data, staged, stats_out, mem) are
  * never read for a launch, and the scheduler sets on_slot (placement) and
  * launch_no (weft__launch_schedule) before anything reads them: those keep
@@ -123,8 +127,10 @@ static inline void launch_init(cmd *c, weft_device *dev, weft_stream_id stream, 
                                const uint32_t grid[3], const uint32_t block[3], size_t nb,
                                const void *scalars, size_t scalar_bytes) {
   char *p = (char *)c + WEFT_CMD_HEADER;
+  size_t bytes = c->bytes; /* the allocation's size lies in the tail (line 3, retirement's) */
   memset(c, 0, LAUNCH_ZERO_HEAD);
   memset((char *)c + LAUNCH_ZERO_TAIL, 0, sizeof(cmd) - LAUNCH_ZERO_TAIL);
+  c->bytes = bytes;
   c->bindings = (weft_binding *)p;
   c->bufs = (weft_buf **)(p += sizeof(weft_binding) * nb);
   c->ptrs = (void **)(p += sizeof(weft_buf *) * nb);
@@ -235,13 +241,30 @@ full:
 
 /* ---- 2. scheduler: number, resolve, pin, arm, record or register --------------------------- */
 
-/* The launch's write scope id and its failpoints, as it is about to be scheduled. */
-static void launch_arm(weft_device *dev, cmd *c) {
-  c->p = weft__scope_id(dev, c);
+/* The launch's failpoints, looked up only while some are armed. */
+static __attribute__((noinline)) void launch_failpoints(weft_device *dev, cmd *c) {
   const weft_failpoints *fp = &dev->failpoints;
-  if (fp->nlaunches | fp->nkernels) /* none armed: no lookup */
+  if (fp->nlaunches | fp->nkernels)
     c->inject = weft_failpoints_launch(fp, c->launch_no, dev->kernels[c->kernel].k.name);
   if (fp->npoison) c->poison = weft_failpoints_poisons(fp, c->launch_no);
+}
+
+/* The launch's write scope id |p| and its failpoints, as it is about to be scheduled. */
+static inline void launch_arm(weft_device *dev, cmd *c, weft_failure_id p) {
+  c->p = p;
+  const weft_failpoints *fp = &dev->failpoints;
+  if (__builtin_expect((fp->nlaunches | fp->nkernels | fp->npoison) != 0, 0))
+    launch_failpoints(dev, c);
+}
+
+/* No worker to run it: the outputs carry why (and a recording, that it lacks it). */
+static __attribute__((noinline)) void launch_unstarted(weft_device *dev, cmd *c, weft_status err) {
+  weft__capture_on_unstarted(dev, c, err);
+  for (uint32_t i = 0; i < c->nb; i++)
+    c->bufs[i] = weft__buf_resolve(dev, c->bindings[i].buffer.id);
+  weft__fail_unstarted(dev, err, c->bufs, c->bindings, c->nb);
+  dev->stats.launches_failed++;
+  weft__cmd_free(c);
 }
 
 void weft__launch_schedule(weft_device *dev, cmd *c) {
@@ -255,35 +278,52 @@ void weft__launch_schedule(weft_device *dev, cmd *c) {
     weft__cmd_free(c);
     return;
   }
+  uint32_t slot = weft__slot_of(dev, c->stream);
   weft_status err = NULL;
-  weft_stream *s = weft__stream_get(dev, weft__slot_of(dev, c->stream), &err);
-  if (!s) { /* no worker to run it: the outputs carry why (and a recording, that it lacks it) */
-    weft__capture_on_unstarted(dev, c, err);
-    for (uint32_t i = 0; i < c->nb; i++)
-      c->bufs[i] = weft__buf_resolve(dev, c->bindings[i].buffer.id);
-    weft__fail_unstarted(dev, err, c->bufs, c->bindings, c->nb);
-    dev->stats.launches_failed++;
-    weft__cmd_free(c);
+  weft_stream *s = weft__stream_get(dev, slot, &err);
+  if (__builtin_expect(!s, 0)) {
+    launch_unstarted(dev, c, err);
     return;
   }
-  for (uint32_t i = 0; i < c->nb; i++) {
-    weft_buf *b = weft__buf_resolve(dev, c->bindings[i].buffer.id);
-    c->bufs[i] = b;
-    if (!b) {
-      if (!c->preset) c->preset = weft__buf_not_found(c->bindings[i].buffer.id);
+  /* One pass over the bindings: resolve, map and pin each, mark it for
+   * registration (weft__ms_mark: no mark while a capture window is on the
+   * slot, which may record the launch instead), and note whether any writes
+   * bytes (the write scope weft__scope_id would find, minted after every
+   * mapping as before: a failed lazy mapping mints its own). A lazy mapping
+   * may run other work: registration then marks again from scratch. */
+  uint64_t bit = dev->window.capture_of[slot] ? 0 : UINT64_C(1) << slot, others = 0;
+  bool remark = !bit;
+  uint64_t written = 0; /* the sizes of the written bindings, ORed: non-zero if any writes bytes */
+  const weft_binding *bds = c->bindings; /* locals: a buffer's counts could alias the command */
+  weft_buf **bufs = c->bufs;
+  for (uint32_t i = 0, n = c->nb; i < n; i++) {
+    const weft_binding *bd = &bds[i];
+    written |= bd->size & (UINT64_C(0) - weft__is_write(bd->access));
+    weft_buf *b = weft__buf_resolve_seen(dev, bd->buffer.id); /* weft__launch_check found it */
+    bufs[i] = b;
+    if (__builtin_expect(!b, 0)) {
+      if (!c->preset) c->preset = weft__buf_not_found(bd->buffer.id);
       continue;
     }
-    weft__buf_map(dev, b);
+    if (__builtin_expect(!b->ptr, 0) && b->allocated) {
+      weft__buf_map_lazy(dev, b);
+      remark = true;
+    }
     b->pending++;
+    others |= weft__ms_mark(b, bit);
   }
-  launch_arm(dev, c);
+  launch_arm(dev, c, written ? weft__scope_mint(dev) : 0);
   c->task.run = run_launch; /* before recording: a replay's copies run it too */
-  /* No capture on the slot: nothing to ask. */
-  weft_record r =
-      dev->window.capture_of[s->slot] ? weft__capture_record(dev, c) : WEFT_NOT_RECORDING;
-  if (r == WEFT_REFUSED) weft__launch_discard(dev, c);
-  if (r != WEFT_NOT_RECORDING) return; /* recorded (or refused), not run */
-  weft__ms_register(dev, s->slot, c);
+  if (__builtin_expect(remark, 0)) {
+    if (dev->window.capture_of[slot]) { /* none: nothing to ask */
+      weft_record r = weft__capture_record(dev, c);
+      if (r == WEFT_REFUSED) weft__launch_discard(dev, c);
+      if (r != WEFT_NOT_RECORDING) return; /* recorded (or refused), not run */
+    }
+    weft__ms_register(dev, slot, c);
+    return;
+  }
+  weft__ms_register_marked(dev, slot, c, others);
 }
 
 /* ---- 3. a stream's worker: poison, read check, the kernel ---------------------------------- */
@@ -367,8 +407,8 @@ static void run_launch(weft_task *t, weft_stream *on) {
 
 /* Applies a launch's outcome to the error graph, in the order the work ran:
  * every launch runs inside enter_write/exit_write; a skip never enters a
- * scope, it propagates the root. */
-void weft__launch_complete(weft_device *dev, cmd *c) {
+ * scope, it propagates the root. The write set goes to the failure store. */
+static __attribute__((noinline)) void launch_complete_scoped(weft_device *dev, cmd *c) {
   weft_failures *fs = &dev->failures;
   weft_target *w = weft_failures_write_set(fs, c->nb);
   uint32_t nw = 0;
@@ -395,17 +435,47 @@ void weft__launch_complete(weft_device *dev, cmd *c) {
   default: /* poisoned: the device answers every later question itself */
     break;
   }
-  if (c->error) weft_error_free(c->error); /* rare: spare the call */
+  if (c->error) weft_error_free(c->error);
   if (c->preset) weft_error_free(c->preset);
   for (uint32_t i = 0; i < c->nb; i++)
     if (c->bufs[i]) weft__buf_unpin(dev, c->bufs[i]);
+}
+
+/* The common case in line: a launch that ran and wrote no byte carrying a
+ * claim, whose scope's enter and exit would be a no-op (weft__run_scope),
+ * only counts and unpins (freeing no buffer). Anything else takes the
+ * scoped path. */
+void weft__launch_complete(weft_device *dev, cmd *c) {
+  /* A launch that ran holds no error: a preset one fails it (run_launch). */
+  if (__builtin_expect(c->result == OUT_RUN, 1)) {
+    /* One pass: unpinned, unless a written byte carries a claim or the
+     * unpinning frees a released buffer; then the pins are put back and the
+     * scoped path unpins after the scope. */
+    bool plain = true;
+    weft_buf *const *bufs = c->bufs;
+    const weft_binding *bd = c->bindings;
+    uint32_t n = c->nb;
+    for (uint32_t i = 0; i < n; i++) {
+      weft_buf *b = bufs[i];
+      if (!b) continue;
+      if (weft__is_write(bd[i].access)) plain &= weft_taint_is_clean(&b->taint);
+      plain &= --b->pending != 0 || !b->released;
+    }
+    if (__builtin_expect(plain, 1)) {
+      dev->stats.launches_run += weft__launch_count(dev, c);
+      return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+      if (bufs[i]) bufs[i]->pending++;
+  }
+  launch_complete_scoped(dev, c);
 }
 
 /* ---- replay support (capture.c) ------------------------------------------------------------ */
 
 void weft__launch_register(weft_device *dev, cmd *c) {
   dev->stats.launches += weft__launch_count(dev, c);
-  launch_arm(dev, c);
+  launch_arm(dev, c, weft__scope_id(dev, c));
   c->task.run = run_launch;
   weft__ms_register(dev, weft__slot_of(dev, c->stream), c);
 }

@@ -11,17 +11,6 @@
  * order, and waits only ever name tasks already handed to a worker. */
 #include "scheduler/multistream.h"
 
-/* The buffers a command touches are c->bufs[0..cmd_nbufs(c)) (an entry is
- * NULL when its binding did not resolve): a launch's bindings', a write's or
- * a read's one buffer. */
-static inline uint32_t cmd_nbufs(const cmd *c) {
-  return c->kind == CMD_LAUNCH ? c->nb : (c->kind == CMD_WRITE || c->kind == CMD_READ) ? 1u : 0u;
-}
-
-static inline bool cmd_writes(const cmd *c, uint32_t i) {
-  return c->kind == CMD_LAUNCH ? (c->bindings[i].access & WEFT_WRITE) != 0 : c->kind == CMD_WRITE;
-}
-
 /* The waits a task needs, per slot: only the slots in |mask| are set, so a
  * placement clears one word instead of a WEFT_MAX_STREAMS-entry vector. */
 typedef struct wait_set {
@@ -30,7 +19,8 @@ typedef struct wait_set {
 } wait_set;
 
 /* Adds a wait on (slot, seq) to |w| unless it is on |me|. */
-static void need(wait_set *w, uint32_t me, uint32_t slot, uint64_t seq) {
+static inline __attribute__((always_inline)) void need(wait_set *w, uint32_t me, uint32_t slot,
+                                                       uint64_t seq) {
   if (slot == me) return;
   uint64_t bit = UINT64_C(1) << slot;
   if (!(w->mask & bit)) {
@@ -46,8 +36,8 @@ static void need(wait_set *w, uint32_t me, uint32_t slot, uint64_t seq) {
  * last writer and every reader since (read-after-write, write-after-read,
  * write-after-write). The last writer is tracked, not the allocation: an
  * in-place write after a sync is still waited for. */
-static void order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64_t seq,
-                  wait_set *w) {
+static inline __attribute__((always_inline)) void order(weft_device *dev, weft_buf *b, bool write,
+                                                        uint32_t me, uint64_t seq, wait_set *w) {
   (void)dev;
   if (b->lw_seq) need(w, me, b->lw_slot, b->lw_seq);
   if (write) {
@@ -86,28 +76,50 @@ static void set_waits(weft_device *dev, cmd *c, uint32_t me, const wait_set *w) 
   }
 }
 
-/* Gives |c| its position on |s| and its waits, and appends it to the chain
- * about to be handed to the worker and to the retirement list. */
-static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, weft_task **tail) {
+/* The waits |c| needs as the task at (me, seq), recorded in |c|; |batch| is
+ * the bit of the slot whose batch held it, cleared from its buffers' marks
+ * in the same pass (the batch left with take_batch). */
+static inline __attribute__((always_inline)) void place_waits(weft_device *dev, cmd *c, uint32_t me,
+                                                              uint64_t seq, uint64_t batch) {
   wait_set w; /* only the slots in w.mask are read */
   w.mask = 0;
-  uint64_t seq = s->submitted + 1;
-  for (uint32_t i = 0, n = cmd_nbufs(c); i < n; i++)
-    if (c->bufs[i]) order(dev, c->bufs[i], cmd_writes(c, i), s->slot, seq, &w);
+  /* Locals: the stores below through buffers could alias the command's fields. */
+  weft_buf *const *bufs = c->bufs;
+  if (c->kind == CMD_LAUNCH) { /* the common kind: its bindings say what it writes */
+    const weft_binding *bd = c->bindings;
+    for (uint32_t i = 0, n = c->nb; i < n; i++) {
+      weft_buf *b = bufs[i];
+      if (!b) continue;
+      b->pend_mask &= ~batch;
+      order(dev, b, weft__is_write(bd[i].access), me, seq, &w);
+    }
+  } else if (weft__ms_nbufs(c) && bufs[0]) { /* a write or a read: one buffer */
+    bufs[0]->pend_mask &= ~batch;
+    order(dev, bufs[0], c->kind == CMD_WRITE, me, seq, &w);
+  }
   if (w.mask)
-    set_waits(dev, c, s->slot, &w);
+    set_waits(dev, c, me, &w);
   else
     c->task.nwaits = 0;
+}
+
+/* Gives |c| its position on |s| and its waits, and appends it to the chain
+ * about to be handed to the worker and to the retirement list (interleaving:
+ * tasks of several batches on one stream). */
+static void place(weft_device *dev, weft_stream *s, cmd *c, uint64_t batch, weft_task **head,
+                  weft_task **tail) {
+  uint32_t me = s->slot;
+  place_waits(dev, c, me, s->submitted + 1, batch);
   c->task.seq = ++s->submitted;
   c->task.placed = ++dev->ms.placed;
-  c->on_slot = (uint16_t)s->slot;
+  c->on_slot = (uint16_t)me;
   c->task.link.next = NULL;
   if (*tail)
     (*tail)->link.next = &c->task.link;
   else
     *head = &c->task;
   *tail = &c->task;
-  struct weft_fifo *f = &dev->ms.fifo[s->slot];
+  struct weft_fifo *f = &dev->ms.fifo[me];
   c->task.fnext = NULL;
   if (f->tail)
     f->tail->fnext = &c->task;
@@ -117,16 +129,40 @@ static void place(weft_device *dev, weft_stream *s, cmd *c, weft_task **head, we
   dev->ms.inflight++;
 }
 
-/* Takes |slot|'s batch (in registration order) and clears its marks. */
+/* Places the batch |first| (of the slot whose bit is |batch|) on |s| in its
+ * order, as place would each task, with the counters in registers; the
+ * batch's chain is the one handed over. Returns its last task. */
+static __attribute__((noinline)) weft_task *place_chain(weft_device *dev, weft_stream *s,
+                                                        weft_task *first, uint64_t batch) {
+  uint32_t me = s->slot;
+  uint64_t seq = s->submitted, placed = dev->ms.placed, n = 0;
+  struct weft_fifo *f = &dev->ms.fifo[me];
+  weft_task *prev = f->tail;
+  for (weft_task *t = first; t; t = weft_task_next(t), n++) {
+    cmd *c = (cmd *)t;
+    place_waits(dev, c, me, ++seq, batch);
+    t->seq = seq;
+    t->placed = ++placed;
+    c->on_slot = (uint16_t)me;
+    if (prev)
+      prev->fnext = t;
+    else
+      f->head = t;
+    prev = t;
+  }
+  prev->fnext = NULL;
+  f->tail = prev;
+  s->submitted = seq;
+  dev->ms.placed = placed;
+  dev->ms.inflight += n;
+  return prev;
+}
+
+/* Takes |slot|'s batch (in registration order); placing each of its tasks
+ * clears the slot's marks on its buffers. */
 static weft_task *take_batch(weft_device *dev, uint32_t slot) {
   weft_batch *bt = &dev->ms.batches[slot];
   weft_task *t = bt->head;
-  uint64_t bit = UINT64_C(1) << slot;
-  for (weft_task *x = t; x; x = weft_task_next(x)) {
-    const cmd *c = (const cmd *)x;
-    for (uint32_t i = 0, n = cmd_nbufs(c); i < n; i++)
-      if (c->bufs[i]) c->bufs[i]->pend_mask &= ~bit;
-  }
   bt->head = bt->tail = NULL;
   bt->n = 0;
   return t;
@@ -159,7 +195,7 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
         q[i] = weft_task_next(t);
         more |= q[i] != NULL;
         if (i) dev->stats.tasks_interleaved++;
-        place(dev, s, (cmd *)t, &head, &tail);
+        place(dev, s, (cmd *)t, UINT64_C(1) << ids[i], &head, &tail);
       }
     }
     weft_stream_submit(s, head, tail);
@@ -167,12 +203,8 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
   }
   for (uint32_t i = 0; i < k; i++) { /* each batch on its own stream */
     weft_stream *s = dev->streams[ids[i]];
-    weft_task *head = NULL, *tail = NULL;
-    for (weft_task *t = q[i], *nx; t; t = nx) {
-      nx = weft_task_next(t);
-      place(dev, s, (cmd *)t, &head, &tail);
-    }
-    weft_stream_submit(s, head, tail);
+    weft_task *tail = place_chain(dev, s, q[i], UINT64_C(1) << ids[i]);
+    weft_stream_submit(s, q[i], tail);
   }
 }
 
@@ -189,35 +221,23 @@ void weft__ms_flush_all(weft_device *dev) {
     if (dev->ms.batches[i].n) weft__ms_flush(dev, i);
 }
 
-void weft__ms_register(weft_device *dev, uint32_t slot, cmd *c) {
+void weft__ms_align(weft_device *dev, uint32_t slot, const cmd *c) {
   uint64_t bit = UINT64_C(1) << slot, others = 0;
-  uint32_t ids[WEFT_MAX_STREAMS], k = 0, n = cmd_nbufs(c);
-  /* Align: execute first every other batch that touches one of the task's
-   * buffers, in the order the bindings name them. */
-  for (uint32_t i = 0; i < n; i++) {
-    weft_buf *b = c->bufs[i];
-    if (!b || !(b->pend_mask & ~bit & ~others)) continue; /* the common case: nothing to align */
-    uint64_t m = b->pend_mask & ~bit & ~others;
+  uint32_t ids[WEFT_MAX_STREAMS], k = 0;
+  for (uint32_t i = 0, n = weft__ms_nbufs(c); i < n; i++) {
+    const weft_buf *b = c->bufs[i];
+    uint64_t m = b ? b->pend_mask & ~bit & ~others : 0;
     others |= m;
     for (; m; m &= m - 1) ids[k++] = (uint32_t)__builtin_ctzll(m);
   }
-  if (k) {
-    dev->stats.align_flushes++;
-    weft__ms_execute(dev, ids, k);
-  }
-  for (uint32_t i = 0; i < n; i++)
-    if (c->bufs[i]) c->bufs[i]->pend_mask |= bit;
-  weft_batch *bt = &dev->ms.batches[slot];
-  c->task.link.next = NULL;
-  if (bt->tail)
-    bt->tail->link.next = &c->task.link;
-  else
-    bt->head = &c->task;
-  bt->tail = &c->task;
-  if (++bt->n >= dev->max_tasks) {
-    dev->stats.batches_full++;
-    weft__ms_flush(dev, slot);
-  }
+  if (!k) return;
+  dev->stats.align_flushes++;
+  weft__ms_execute(dev, ids, k);
+}
+
+void weft__ms_batch_full(weft_device *dev, uint32_t slot) {
+  dev->stats.batches_full++;
+  weft__ms_flush(dev, slot);
 }
 
 /* ---- streams, created lazily ----------------------------------------------------------- */

@@ -12,7 +12,10 @@ weft_failure_id weft__scope_id(weft_device *dev, const cmd *c) {
   bool writes = c->kind == CMD_WRITE;
   for (uint32_t i = 0; i < c->nb && !writes; i++)
     writes = weft__is_write(c->bindings[i].access) && c->bindings[i].size;
-  if (!writes) return 0;
+  return writes ? weft__scope_mint(dev) : 0;
+}
+
+weft_failure_id weft__scope_mint_exhausted(weft_device *dev) {
   weft_status err = NULL;
   weft_failure_id p = weft_graph_mint(&dev->failures.graph, &err);
   weft_error_free(err); /* exhausted ids: the scope runs without a provisional */

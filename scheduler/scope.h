@@ -15,6 +15,14 @@ static inline weft_target weft__target(weft_buf *b, uint64_t offset, uint64_t si
  * writes it into execution views), inserted into the graph only if needed.
  * An empty write set mints nothing. */
 weft_failure_id weft__scope_id(weft_device *dev, const cmd *c);
+/* The provisional id of a scope known to write: minted inline; exhausted
+ * ids (out of line) leave the scope without one. */
+weft_failure_id weft__scope_mint_exhausted(weft_device *dev);
+static inline weft_failure_id weft__scope_mint(weft_device *dev) {
+  weft_error_graph *g = &dev->failures.graph;
+  return __builtin_expect(g->minted < WEFT_GRAPH_MAX_ID, 1) ? ++g->minted
+                                                            : weft__scope_mint_exhausted(dev);
+}
 /* The execution view of every output of a launch takes |f| over its bytes. */
 void weft__exec_taint_outputs(cmd *c, weft_failure_id f);
 /* A stream that cannot start leaves the bytes its work should have written

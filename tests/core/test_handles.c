@@ -109,6 +109,25 @@ Test(handles, the_inline_find_agrees_with_lookup_and_zeroes_a_refused_value) {
   env_close(&e);
 }
 
+Test(handles, the_owner_finds_a_slot_by_its_index_and_never_for_a_malformed_id) {
+  env e;
+  env_open(&e);
+  uint64_t a = acquire(&e, 1), b = acquire(&e, 2);
+  uint64_t g = a >> 32, idx1 = (uint32_t)a;
+  uint64_t bad[] = {0, g << 32, idx1, (g << 32) | (idx1 + 2), (g << 32) | 0xffffffffu};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    cr_assert_null(weft_handles_slot(&e.t, bad[i]), "id %#" PRIx64 " has a slot", bad[i]);
+  weft_handle_slot *sa = weft_handles_slot(&e.t, a), *sb = weft_handles_slot(&e.t, b);
+  cr_assert(sa && sb && sa != sb);
+  cr_assert_eq(weft_handles_lookup(&e.t, a, NULL), sa, "the owner's slot is the lookup's");
+  cr_assert_eq(weft_handles_slot_seen(&e.t, a), sa, "a handle seen live: the same slot, unchecked");
+  cr_assert_eq(weft_handles_slot_seen(&e.t, b), sb);
+  cr_assert(weft_handles_kill(&e.t, a));
+  cr_assert_eq(weft_handles_slot_seen(&e.t, a), sa, "still there once the handle is dead");
+  cr_assert_eq(weft_handles_slot(&e.t, ((g + 1) << 32) | idx1), sa, "a dead generation too");
+  env_close(&e);
+}
+
 Test(handles, a_killed_handle_is_refused_and_cannot_be_killed_twice) {
   env e;
   env_open(&e);

@@ -384,6 +384,28 @@ Test(pinning, a_released_buffer_is_not_reused_while_a_consumer_on_another_stream
   env_close(&e);
 }
 
+/* The launch that ran clean retires the released buffers it bound: its
+ * completion's quick path must not keep one alive (nor free one early). */
+Test(pinning, a_released_buffer_is_freed_when_the_last_launch_binding_it_retires, .timeout = 60) {
+  env e = env_new();
+  kernels k = make_kernels(e.dev);
+  weft_buffer x = make_buffer(e.dev, 0), y = make_buffer(e.dev, 0), z = make_buffer(e.dev, 0);
+  set(e.dev, &k, 0, x, 5, 0);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  uint64_t live = stats_of(e.dev).buffers_live;
+  add(e.dev, &k, 0, x, y, 1, 30000); /* slow: both releases find x and z pinned */
+  add(e.dev, &k, 0, x, z, 2, 0);
+  EXPECT_OK(weft_buffer_release(e.dev, x));
+  EXPECT_OK(weft_buffer_release(e.dev, z)); /* its only writer is still queued */
+  cr_assert_eq(stats_of(e.dev).buffers_live, live, "released while bound: kept");
+  EXPECT_OK(weft_sync(e.dev, 0));
+  expect_all(e.dev, 0, y, 6, "the consumer read x before it went");
+  cr_assert_eq(stats_of(e.dev).buffers_live, live - 2,
+               "freed when the last launch binding them retired");
+  EXPECT_OK(weft_buffer_release(e.dev, y));
+  env_close(&e);
+}
+
 /* ---- linearizable submission --------------------------------------------------------------- */
 
 typedef struct relay {
