@@ -109,19 +109,6 @@ static uint32_t buf_index(weft_buf *const *u, uint32_t n, const weft_buf *b) {
   return lo;
 }
 
-/* A wait on (slot, seq) unless it is on |me|: the later position wins. */
-typedef struct wait_vec {
-  uint64_t mask;
-  uint64_t seq[WEFT_MAX_STREAMS];
-} wait_vec;
-
-static void need(wait_vec *w, uint32_t me, uint32_t slot, uint64_t seq) {
-  if (slot == me) return;
-  uint64_t bit = UINT64_C(1) << slot;
-  if (!(w->mask & bit) || seq > w->seq[slot]) w->seq[slot] = seq;
-  w->mask |= bit;
-}
-
 /* Scratch of the plan's simulation, freed when it ends. */
 typedef struct plan_scratch {
   weft_buf **u;      /* unique buffers, sorted */
@@ -196,7 +183,7 @@ static replay_plan *build_plan(weft_device *dev, weft_capture *cap) {
     uint32_t me = weft__slot_of(dev, r->stream), pos = ++pl->lane_n[me];
     uint64_t bit = UINT64_C(1) << me;
     replay_node *nd = &pl->nodes[i];
-    wait_vec w;
+    weft_wait_set w;
     w.mask = 0;
     pl->lanes |= bit;
     for (uint32_t j = 0; j < r->nb; j++) {
@@ -207,11 +194,11 @@ static replay_plan *build_plan(weft_device *dev, weft_capture *cap) {
       nd->writes |= write && r->bindings[j].size;
       pb->pins++;
       pb->touch |= bit;
-      if (x.lw_pos[u]) need(&w, me, x.lw_slot[u], x.lw_pos[u]);
+      if (x.lw_pos[u]) weft__wait_need(&w, me, x.lw_slot[u], x.lw_pos[u]);
       if (write) {
         pb->write |= bit;
         for (uint32_t s = 0; s < ms; s++) {
-          if (rd[s]) need(&w, me, s, rd[s]);
+          if (rd[s]) weft__wait_need(&w, me, s, rd[s]);
           rd[s] = 0;
         }
         x.lw_slot[u] = me;
@@ -561,22 +548,22 @@ static void head_waits(weft_device *dev, const replay_plan *pl, const replay_nod
                        const uint64_t *base) {
   uint32_t me = nd->slot;
   uint64_t bit = UINT64_C(1) << me;
-  wait_vec w;
+  weft_wait_set w;
   w.mask = 0;
   for (uint32_t u = 0; u < pl->nbufs; u++) {
     const replay_buf *pb = &pl->bufs[u];
     if (!(pb->touch & bit)) continue;
     const weft_buf *b = pb->b;
-    if (b->lw_seq) need(&w, me, b->lw_slot, b->lw_seq);
+    if (b->lw_seq) weft__wait_need(&w, me, b->lw_slot, b->lw_seq);
     if (pb->write & bit)
       for (uint64_t m = b->read_mask; m; m &= m - 1) { /* the slots that read it */
         uint32_t s = (uint32_t)__builtin_ctzll(m);
-        need(&w, me, s, b->last_read[s]);
+        weft__wait_need(&w, me, s, b->last_read[s]);
       }
   }
   for (uint32_t k = 0; k < nd->nwaits; k++) {
     const replay_pos *iw = &pl->iwaits[nd->wait0 + k];
-    need(&w, me, iw->slot, base[iw->slot] + iw->pos);
+    weft__wait_need(&w, me, iw->slot, base[iw->slot] + iw->pos);
   }
   uint64_t *synced = &dev->ms.synced[(size_t)me * dev->max_streams];
   c->task.nwaits = 0;

@@ -11,39 +11,19 @@
  * order, and waits only ever name tasks already handed to a worker. */
 #include "scheduler/multistream.h"
 
-/* The waits a task needs, per slot: only the slots in |mask| are set, so a
- * placement clears one word instead of a WEFT_MAX_STREAMS-entry vector. */
-typedef struct wait_set {
-  uint64_t mask;
-  uint64_t seq[WEFT_MAX_STREAMS];
-} wait_set;
-
-/* Adds a wait on (slot, seq) to |w| unless it is on |me|. */
-static inline __attribute__((always_inline)) void need(wait_set *w, uint32_t me, uint32_t slot,
-                                                       uint64_t seq) {
-  if (slot == me) return;
-  uint64_t bit = UINT64_C(1) << slot;
-  if (!(w->mask & bit)) {
-    w->mask |= bit;
-    w->seq[slot] = seq;
-  } else if (seq > w->seq[slot]) {
-    w->seq[slot] = seq;
-  }
-}
-
 /* Records the access of |b| by the task at (me, seq) and collects the waits
  * it needs: a reader waits for the buffer's last writer, a writer for the
  * last writer and every reader since (read-after-write, write-after-read,
  * write-after-write). The last writer is tracked, not the allocation: an
  * in-place write after a sync is still waited for. */
-static inline __attribute__((always_inline)) void order(weft_device *dev, weft_buf *b, bool write,
-                                                        uint32_t me, uint64_t seq, wait_set *w) {
+static inline __attribute__((always_inline)) void
+order(weft_device *dev, weft_buf *b, bool write, uint32_t me, uint64_t seq, weft_wait_set *w) {
   (void)dev;
-  if (b->lw_seq) need(w, me, b->lw_slot, b->lw_seq);
+  if (b->lw_seq) weft__wait_need(w, me, b->lw_slot, b->lw_seq);
   if (write) {
     for (uint64_t m = b->read_mask; m; m &= m - 1) { /* only the slots that read it */
       uint32_t s = (uint32_t)__builtin_ctzll(m);
-      need(w, me, s, b->last_read[s]);
+      weft__wait_need(w, me, s, b->last_read[s]);
       b->last_read[s] = 0;
     }
     b->read_mask = 0;
@@ -59,7 +39,7 @@ static inline __attribute__((always_inline)) void order(weft_device *dev, weft_b
  * A wait is elided when this stream already waited for the origin at that
  * position or later (streams run in order, so everything queued after that
  * wait is past it too). */
-static void set_waits(weft_device *dev, cmd *c, uint32_t me, const wait_set *w) {
+static void set_waits(weft_device *dev, cmd *c, uint32_t me, const weft_wait_set *w) {
   uint64_t *synced = &dev->ms.synced[(size_t)me * dev->max_streams];
   c->task.nwaits = 0;
   for (uint64_t m = w->mask; m; m &= m - 1) { /* ascending slots, as a scan would */
@@ -81,7 +61,7 @@ static void set_waits(weft_device *dev, cmd *c, uint32_t me, const wait_set *w) 
  * in the same pass (the batch left with take_batch). */
 static inline __attribute__((always_inline)) void place_waits(weft_device *dev, cmd *c, uint32_t me,
                                                               uint64_t seq, uint64_t batch) {
-  wait_set w; /* only the slots in w.mask are read */
+  weft_wait_set w; /* only the slots in w.mask are read */
   w.mask = 0;
   /* Locals: the stores below through buffers could alias the command's fields. */
   weft_buf *const *bufs = c->bufs;

@@ -12,6 +12,24 @@ static inline weft_stream *weft__stream_get(weft_device *dev, uint32_t slot, wef
   weft_stream *s = dev->streams[slot];
   return s ? s : weft__stream_create(dev, slot, err);
 }
+/* The waits a task needs, per slot: only the slots in |mask| are set, so a
+ * placement clears one word instead of a WEFT_MAX_STREAMS-entry vector
+ * (placement here, a replay's plan in capture.c). */
+typedef struct weft_wait_set {
+  uint64_t mask;
+  uint64_t seq[WEFT_MAX_STREAMS];
+} weft_wait_set;
+
+/* Adds a wait on (slot, seq) to |w| unless it is on |me|: the later position
+ * on a slot wins. */
+static inline __attribute__((always_inline)) void weft__wait_need(weft_wait_set *w, uint32_t me,
+                                                                  uint32_t slot, uint64_t seq) {
+  if (slot == me) return;
+  uint64_t bit = UINT64_C(1) << slot;
+  if (!(w->mask & bit) || seq > w->seq[slot]) w->seq[slot] = seq;
+  w->mask |= bit;
+}
+
 /* execute: hands the batches of |slots| to their streams (strategy).
  * flush: executes |slot|'s partial batch. */
 void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n);
