@@ -532,7 +532,7 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_device_set_poison_callback(weft_d
  * weft_device_set_failpoints; docs/errors.md): entries separated by ';',
  * whitespace around an entry ignored, empty entries skipped, each one of
  *   alloc#N=KIND      the device's Nth storage allocation fails with KIND
- *   launch#K=KIND     the device's Kth launch fails with KIND
+ *   launch#K=KIND     the device's Kth launch (in the scheduler's order) fails with KIND
  *   kernel:NAME=KIND  every launch of the kernel named NAME fails with KIND
  *   poison#K          the device is poisoned when its Kth launch executes
  * N and K are decimal counts from 1, counted from the device's open (launches
@@ -675,7 +675,8 @@ typedef struct weft_device_stats {
   uint64_t reclaims_rescued;   /* ... and succeeded on the retry */
   uint64_t relocations;        /* allocations moved off outdated pages (ladder and cleanups) */
   uint64_t failures_live;      /* failures the error graph holds (0 when no buffer carries one) */
-  uint64_t pending_peak;       /* most commands pending at once against one budget */
+  uint64_t pending_peak;       /* most commands pending at once against one budget (with the
+                                * credits client threads hold for their next launches) */
   uint64_t backpressure_waits; /* times a client waited for its stream to catch up */
   uint64_t batches_flushed;    /* per-stream batches handed to the backend */
   uint64_t batches_full;       /* ... of which because they reached max_tasks */
