@@ -221,7 +221,11 @@ _Static_assert(WEFT_CMD_HEADER + 3 * (sizeof(weft_binding) + sizeof(weft_buf *) 
  * touches the rest, and only while it is inside the device; close unbinds
  * after every caller has left. */
 #define WEFT_TC_CLASSES 2u  /* classes a thread caches: 512 B and 1 KiB commands */
-#define WEFT_TC_BATCH   32u /* commands taken from a pool at once */
+/* Commands taken from a pool at once. 1: a burst of 32 single pops (each a
+ * 16-byte CAS and a pointer chase through lines the scheduler freed) cost
+ * more than it saved: W4 one producer 172-184 ns per launch against 102-118,
+ * W1 350 against 235-278 (idle 2-core VM, 3 alternated rounds, issue 14). */
+#define WEFT_TC_BATCH   1u
 #define WEFT_TC_SEATS   8u  /* caches per device that take credits in blocks */
 #define WEFT_TC_BLOCK   32u /* the most credits taken at once */
 typedef struct weft_tcache {
