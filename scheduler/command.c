@@ -60,8 +60,7 @@ bool weft__cmd_pool_init(weft_device *dev) {
 }
 
 /* An empty cache takes up to WEFT_TC_BATCH commands of class |k| from the
- * pool in one burst (the pool's line moves to this core once per batch, not
- * once per launch). */
+ * pool (1: device_internal.h says why a burst did not pay). */
 bool weft__cmd_cache_fill(weft_device *dev, weft_tcache *tc, uint32_t k) {
   weft_freelist *pool = &dev->cmds.cmd_pool[k];
   ck_stack_entry_t *head = tc->cmds[k], *x;

@@ -40,16 +40,17 @@ static inline weft_tcache *weft__tcache_find(const weft_device *dev) {
 }
 
 /* Out of line: a seated cache |tc| out of credits for |budget| takes a
- * block without waiting, and one out of commands of class |k| takes a batch
- * from the pool; false when either is still lacking (no room, an empty
+ * block without waiting, and one out of commands of class |k| takes
+ * WEFT_TC_BATCH of them from the pool; false when either is still lacking (no room, an empty
  * pool, a thread without a seat: weft__cmd_take's cases). */
 __attribute__((noinline)) bool weft__tcache_refill(weft_device *dev, weft_tcache *tc,
                                                    uint32_t budget, uint32_t k);
 
 /* As weft__cmd_take of a command of class |k| (< WEFT_TC_CLASSES) on
  * |budget| from the calling thread's cache, a credit for |budget| and a free
- * command of that class, refilling the cache without waiting (no atomic on
- * most calls). Only the allocation's fields are set (kind, budget, bytes,
+ * command of that class, refilling the cache without waiting (credits come
+ * in blocks, so most calls take no atomic for them; a command is one pool
+ * pop, WEFT_TC_BATCH being 1). Only the allocation's fields are set (kind, budget, bytes,
  * dev); the caller sets every other field its command's readers read. NULL,
  * taking nothing, when the thread has no cache for |dev| yet, schedules
  * |dev| (its commands are counted apart) or would have to wait or allocate:

@@ -66,6 +66,15 @@ static weft_scheduler_mode scheduler_ok(void) {
   return m;
 }
 
+/* The hunting numbers at their defaults (unset, or a bad value). */
+static void expect_hunting_numbers_default(const weft_config_hunt *h) {
+  cr_assert_eq(h->chaos, 0);
+  cr_assert_eq(h->delay_site, -1);
+  cr_assert_eq(h->delay_us, 1000);
+  cr_assert_eq(h->delay_p, 1);
+  cr_assert_eq(h->park_ms, -1);
+}
+
 TestSuite(config, .init = clean);
 
 Test(config, unset_variables_give_the_defaults) {
@@ -75,11 +84,7 @@ Test(config, unset_variables_give_the_defaults) {
   cr_assert_null(weft_config_cuda_driver());
   cr_assert_null(weft_config_failpoints());
   const weft_config_hunt *h = weft_config_hunting();
-  cr_assert_eq(h->chaos, 0);
-  cr_assert_eq(h->delay_site, -1);
-  cr_assert_eq(h->delay_us, 1000);
-  cr_assert_eq(h->delay_p, 1);
-  cr_assert_eq(h->park_ms, -1);
+  expect_hunting_numbers_default(h);
   cr_assert_eq(h->drop_kind, 0);
   cr_assert_eq(h->drop_every, 1);
   cr_assert_not(h->verbose);
@@ -221,11 +226,7 @@ Test(config, a_bad_number_warns_and_gives_the_default) {
     cr_assert_not_null(strstr(err, "the default is used"), "%s", err);
     free(err);
     const weft_config_hunt *h = weft_config_hunting();
-    cr_assert_eq(h->chaos, 0);
-    cr_assert_eq(h->delay_site, -1);
-    cr_assert_eq(h->delay_us, 1000);
-    cr_assert_eq(h->delay_p, 1);
-    cr_assert_eq(h->park_ms, -1);
+    expect_hunting_numbers_default(h);
   }
 }
 
