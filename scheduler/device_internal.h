@@ -42,6 +42,7 @@ typedef enum cmd_kind {
   CMD_FAILPOINTS, /* data: the spec */
   CMD_CAPTURE,    /* data: the capture; offset: the transition */
   CMD_REPLAY,     /* data: the capture */
+  CMD_TRACE,      /* data: the trace call (trace.c) */
 } cmd_kind;
 
 typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED } outcome;
@@ -99,8 +100,18 @@ typedef struct cmd {
   struct weft_replay_seg *instance; /* LAUNCH: the replay segment that owns it, or NULL */
   size_t bytes;                     /* size of this allocation */
   weft_token *token;
-  weft_device_stats *stats_out; /* STATS */
-  struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
+  /* A task placed while tracing runs through trace.c's wrapper, which keeps
+   * the task's run function in |tr_run| until it runs, then stamps its run
+   * interval here (CLOCK_MONOTONIC ns): tasks are never STATS or MEMORY. */
+  union {
+    weft_device_stats *stats_out; /* STATS */
+    uint64_t tr_t0;               /* a traced task: when its run began */
+  };
+  union {
+    struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
+    uint64_t tr_t1;               /* a traced task: when its run ended */
+    void (*tr_run)(weft_task *t, weft_stream *on); /* a traced task, until it runs: its run */
+  };
   /* line 4: copies and buffer calls */
   uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
   uint64_t offset, len; /* WRITE, READ; CREATE: len = size */
@@ -353,6 +364,9 @@ struct weft_device {
   /* device.c */
   weft_failures failures; /* the error graph and the failure-store surface */
   weft_failpoints failpoints;
+  /* trace.c: the recording (weft_trace_begin, WEFT_TRACE), or NULL; the
+   * hooks on the launch path test it (one predictable branch when off) */
+  struct weft_trace *trace;
   weft_device_stats stats;
 };
 
