@@ -36,7 +36,8 @@
 enum rec_type {
   R_NONE,
   /* heads */
-  R_TASK,   /* sub: cmd kind; w: t0, t1, id, seq, failure, carrier buffer, kernel | stream slot */
+  R_TASK,   /* sub: cmd kind; acc: stamped; w: t0, t1, id, seq, failure, carrier buffer,
+             * kernel | registering slot << 32 | replays a graph << 63 */
   R_FLUSH,  /* sub: interleaved; n: slots; w: t, tasks, slot mask, back-pressure waits */
   R_MARK,   /* sub: weft_trace_mark_kind; w: t, a, b */
   R_BUF,    /* sub: weft_trace_buf_kind; outcome: allocated; w: t, buffer id, size */
@@ -131,8 +132,8 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
   weft_trace *tr = dev->trace;
   if (!tr->poison_seen && weft__poisoned(dev)) rec_poison(dev, tr);
   uint64_t t0 = c->tr_t0, t1 = c->tr_t1;
-  if (c->task.placed <= tr->placed0 || t0 < tr->begin_ns || t1 < t0)
-    t0 = t1 = now_ns(); /* placed before the recording began: not stamped */
+  bool stamped = c->task.placed > tr->placed0 && t0 >= tr->begin_ns && t1 >= t0;
+  if (!stamped) t0 = t1 = now_ns(); /* placed before the recording began: shown as it retires */
   uint32_t nb = c->kind == CMD_LAUNCH ? c->nb : (c->kind == CMD_WRITE || c->kind == CMD_READ);
   char msg[TRACE_MSG_MAX];
   size_t len = 0;
@@ -150,6 +151,7 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
   trace_rec *r = rec_head(tr, R_TASK, (uint8_t)c->kind, c->on_slot,
                           (uint16_t)(nbind + nwait + msg_records(len)));
   r->outcome = (uint8_t)c->result;
+  r->acc = stamped;
   r->w[0] = t0;
   r->w[1] = t1;
   r->w[2] = c->kind == CMD_LAUNCH ? c->launch_no : c->buffer;
@@ -446,6 +448,7 @@ typedef struct task_ev {
   const trace_rec *head;
   uint64_t t0, t1;
   uint32_t slot;
+  bool stamped; /* else its time is its retirement's: no flow ends on it */
 } task_ev;
 
 typedef struct pos_ev {
@@ -604,6 +607,7 @@ static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint6
           h->slot, h->w[3]);
   uint32_t registered = (uint32_t)(h->w[6] >> 32) & 0x7fffffffu;
   if (registered != h->slot) fprintf(f, ",\"registered_on_slot\":%" PRIu32, registered);
+  if (!h->acc) fputs(",\"run_stamped\":false", f); /* placed before the recording began */
   if (h->w[4]) fprintf(f, ",\"failure\":%" PRIu64, h->w[4]);
   char msg[TRACE_MSG_MAX];
   size_t len = head_msg(tr, hi, msg);
@@ -637,12 +641,13 @@ static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint6
   (void)dev;
 }
 
-static void flow(jw *w, const char *name, const char *cat, uint64_t id, const task_ev *from,
+static void flow(jw *w, const char *name, const char *cat, uint64_t *id, const task_ev *from,
                  const task_ev *to) {
+  if (!from->stamped || !to->stamped) return;
   ev_open(w, "s", from->slot + 1, from->t0);
-  fprintf(w->f, ",\"name\":\"%s\",\"cat\":\"%s\",\"id\":%" PRIu64 "}", name, cat, id);
+  fprintf(w->f, ",\"name\":\"%s\",\"cat\":\"%s\",\"id\":%" PRIu64 "}", name, cat, ++*id);
   ev_open(w, "f", to->slot + 1, to->t0);
-  fprintf(w->f, ",\"name\":\"%s\",\"cat\":\"%s\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", name, cat, id);
+  fprintf(w->f, ",\"name\":\"%s\",\"cat\":\"%s\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", name, cat, *id);
 }
 
 static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
@@ -681,7 +686,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
     const trace_rec *r = &tr->ring[hi];
     if (r->type != R_TASK) continue;
     uint32_t slot = r->slot < WEFT_MAX_STREAMS ? r->slot : 0;
-    evs[n] = (task_ev){r, r->w[0], r->w[1], slot};
+    evs[n] = (task_ev){r, r->w[0], r->w[1], slot, r->acc != 0};
     per_slot[slot + 1]++;
     slot_seen[slot] = true;
     n++;
@@ -744,13 +749,13 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
           pos_ev key = {q, 0};
           pos_ev *p = bsearch(&key, pos + per_slot[s], per_slot[s + 1] - per_slot[s], sizeof(*pos),
                               pos_cmp);
-          if (p && p->ev < e) flow(&w, "wait", "wait", ++flow_id, &evs[p->ev], me);
+          if (p && p->ev < e) flow(&w, "wait", "wait", &flow_id, &evs[p->ev], me);
         }
       }
       /* A failure's chain: from the task that left the taint to the skip. */
       if (r->outcome == OUT_SKIPPED && r->w[5]) {
         struct carrier *c = &cm.slots[carrier_find(&cm, r->w[5], r->w[4])];
-        if (c->failure) flow(&w, "taint", "failure", ++flow_id, &evs[c->ev], me);
+        if (c->failure) flow(&w, "taint", "failure", &flow_id, &evs[c->ev], me);
       }
       if ((r->outcome == OUT_FAILED || r->outcome == OUT_SKIPPED) && r->w[4]) {
         for (uint16_t k = 1; k <= r->n; k++) {
