@@ -21,6 +21,9 @@ mkdir -p "$OUT"
 TRACE="$OUT/mlp-failure-step.trace.json"
 echo
 "./$BUILD/examples/weft-mlp_train" --trace "$TRACE"
+# The same timeline drawn offline (no network, no JavaScript).
+python3 scripts/trace_svg.py "$TRACE" "$OUT/mlp-failure-step.html" \
+  --title "weft-mlp_train: the injected-failure step"
 echo
 "./$BUILD/examples/weft-demo"
 echo
@@ -41,7 +44,7 @@ echo "== what to open =="
 echo "  the failure step's timeline: $TRACE"
 echo "    drag it into https://ui.perfetto.dev (or chrome://tracing): one track per stream,"
 echo "    the failed launch and the launches it skipped joined by arrows, the scheduler's track;"
-echo "    docs/observability.md says how to read it"
+echo "    docs/observability.md says how to read it; drawn offline: $OUT/mlp-failure-step.html"
 if [ -n "$REPORT" ]; then
   echo "  the benchmark report: $REPORT/index.html (self-contained: open it in any browser)"
 fi

@@ -455,10 +455,13 @@ Test(trace, a_poisoned_device_still_ends_its_trace_with_the_poisoning, .timeout 
   char spec[64];
   snprintf(spec, sizeof(spec), "poison#%" PRIu64, next + 1);
   EXPECT_OK(weft_device_set_failpoints(e.dev, spec));
-  for (int i = 0; i < 4; i++) launch(e.dev, 0, k, a, b);
+  weft_binding bd[2] = {{a, 0, WEFT_WHOLE, WEFT_READ}, {b, 0, WEFT_WHOLE, WEFT_WRITE}};
+  for (int i = 0; i < 4; i++) /* refused once the device is poisoned */
+    weft_error_free(weft_launch(e.dev, 0, k, G1, G1, bd, 2, NULL, 0));
   weft_error_free(weft_sync(e.dev, 0));
-  cr_assert_not_null(weft_device_poisoned(e.dev));
-  weft_error_free(weft_device_poisoned(e.dev));
+  weft_status poison = weft_device_poisoned(e.dev);
+  cr_assert_not_null(poison);
+  weft_error_free(poison);
   char path[256];
   trace_path(path, sizeof(path), "poison");
   EXPECT_OK(weft_trace_end(e.dev, path));

@@ -27,7 +27,7 @@
 
 #include "support/trace_json.h"
 
-enum { CLIENTS = 3, LAUNCHES = 400, ELEMS = 16 };
+enum { CLIENTS = 3, LAUNCHES = 2000, ELEMS = 16 };
 
 static _Atomic int failed;
 static const uint32_t one[3] = {1, 1, 1};
