@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/config.h"
 #include "core/error_graph.h"
 #include "scheduler/buffers.h"
 #include "scheduler/command.h"
@@ -399,9 +400,8 @@ weft_status weft_trace_end(weft_device *dev, const char *path) {
 }
 
 weft_status weft__trace_open_env(weft_device *dev) {
-  /* Read here, not through core/config: a path, not a setting of the library. */
-  const char *path = getenv("WEFT_TRACE");
-  if (!path || !*path) return NULL;
+  const char *path = weft_config_trace();
+  if (!path) return NULL;
   weft_trace *tr;
   weft_status st = trace_make(dev, 0, &tr);
   if (st) return st;
