@@ -176,6 +176,11 @@ const char *weft_config_failpoints(void) {
   return getenv("WEFT_FAILPOINTS");
 }
 
+const char *weft_config_trace(void) {
+  const char *p = getenv("WEFT_TRACE");
+  return p && *p ? p : NULL;
+}
+
 const weft_config_hunt *weft_config_hunting(void) {
   return &get()->hunt;
 }

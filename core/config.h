@@ -9,10 +9,11 @@
  * default for the hunting numbers; InvalidArgument at open for
  * WEFT_SCHEDULER), never an abort.
  *
- * WEFT_FAILPOINTS is the one variable read at each device open instead
- * (weft_config_failpoints): its documented contract is "open installs
- * options.failpoints, then WEFT_FAILPOINTS", and programs change it between
- * opens. */
+ * WEFT_FAILPOINTS and WEFT_TRACE are read at each device open instead
+ * (weft_config_failpoints, weft_config_trace): the first's documented
+ * contract is "open installs options.failpoints, then WEFT_FAILPOINTS", the
+ * second names the file of each device's trace, and programs change both
+ * between opens. */
 #ifndef WEFT_CORE_CONFIG_H
 #define WEFT_CORE_CONFIG_H
 
@@ -64,6 +65,10 @@ const char *weft_config_cuda_driver(void);
  * unset. The string belongs to the environment: use it before the next
  * setenv. */
 const char *weft_config_failpoints(void);
+/* WEFT_TRACE: the file every device opened now records its whole life into
+ * (written at close; scheduler/trace.c), or NULL when unset or empty. Read
+ * at each open. */
+const char *weft_config_trace(void);
 
 /* The hunting settings (never NULL). */
 const weft_config_hunt *weft_config_hunting(void);

@@ -14,7 +14,9 @@
  *    submission and replay, measured in the same run.
  * 4. One more step, eager, with an injected failure in the check of the
  *    logits: reading the loss and the weights reports the root and the chain
- *    of skipped launches, while the evaluation branch reads back. */
+ *    of skipped launches, while the evaluation branch reads back. With
+ *    `--trace FILE`, that step is recorded as a Chrome trace-event timeline
+ *    (weft_trace_begin / weft_trace_end; docs/observability.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,12 +99,14 @@ int main(int argc, char **argv) {
   mlp *m = NULL;
   weft_taskgraph *g = NULL;
   weft_capture *cap = NULL;
-  const char *dot_path = NULL;
+  const char *dot_path = NULL, *trace_path = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dot") && i + 1 < argc) {
       dot_path = argv[++i];
+    } else if (!strcmp(argv[i], "--trace") && i + 1 < argc) {
+      trace_path = argv[++i]; /* the failure step's timeline (docs/observability.md) */
     } else {
-      fprintf(stderr, "usage: %s [--dot FILE]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--dot FILE] [--trace FILE]\n", argv[0]);
       return 2;
     }
   }
@@ -213,6 +217,7 @@ int main(int argc, char **argv) {
   printf("\n== 4. one eager step with an injected failure in fwd.check_finite ==\n");
   float before_eval = 0;
   TRY(mlp_eval_accuracy(m, &before_eval));
+  if (trace_path) TRY(weft_trace_begin(dev, 0)); /* the failure step, as a timeline */
   TRY(mlp_inject_failure(m, true));
   TRY(mlp_step_enqueue(m, &streams));
   weft_status st = mlp_loss(m, &loss);
@@ -253,6 +258,12 @@ int main(int argc, char **argv) {
   printf("device totals: %llu launches run, %llu failed, %llu skipped\n",
          (unsigned long long)stats.launches_run, (unsigned long long)stats.launches_failed,
          (unsigned long long)stats.launches_skipped);
+  if (trace_path) {
+    TRY(weft_trace_end(dev, trace_path));
+    printf("the failure step's trace: %s (open it in https://ui.perfetto.dev or "
+           "chrome://tracing: the failed launch, the skipped ones joined by arrows)\n",
+           trace_path);
+  }
 out:
   weft_capture_destroy(cap);
   weft_taskgraph_destroy(g);

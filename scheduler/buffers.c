@@ -3,6 +3,7 @@
  * tasks bind it, free once released and unpinned. Scheduler thread only,
  * except the client calls and the handle checks they make. */
 #include "scheduler/buffers.h"
+#include "scheduler/trace.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -182,6 +183,7 @@ weft_status weft__buf_not_found(uint64_t id) {
 }
 
 void weft__buf_free(weft_device *dev, weft_buf *b) {
+  if (__builtin_expect(dev->trace != NULL, 0)) weft__trace_buffer(dev, WEFT_TRACE_BUF_FREE, b);
   /* Freeing sheds every claim: a freed tainted buffer leaves no node behind. */
   weft_taint_clear(&b->taint, &dev->alloc, &dev->failures.graph);
   weft_taint_clear(&b->exec, &dev->alloc, NULL);
@@ -242,11 +244,11 @@ static void do_create(weft_device *dev, cmd *c) {
     if (b->pending == 0) weft__buf_drop(dev, b);
     return;
   }
-  if (!st) {
+  if (!st)
     b->allocated = true;
-    return;
-  }
-  weft__buf_unallocated(dev, b, st);
+  else
+    weft__buf_unallocated(dev, b, st);
+  if (dev->trace) weft__trace_buffer(dev, WEFT_TRACE_BUF_CREATE, b);
 }
 
 void weft__buf_release_now(weft_device *dev, uint64_t buffer) {
@@ -259,6 +261,7 @@ void weft__buf_release_now(weft_device *dev, uint64_t buffer) {
   }
   b->released = true;
   b->mem.handle_refs = 0;
+  if (__builtin_expect(dev->trace != NULL, 0)) weft__trace_buffer(dev, WEFT_TRACE_BUF_RELEASE, b);
   if (b->pending == 0) weft__buf_drop(dev, b);
 }
 

@@ -37,6 +37,7 @@
 #include "scheduler/loop.h"
 #include "scheduler/multistream.h"
 #include "scheduler/submit.h"
+#include "scheduler/trace.h"
 #include "scheduler/window.h"
 
 enum { CAP_PREPARE, CAP_BEGIN, CAP_END, CAP_ABORT, CAP_DESTROY };
@@ -685,6 +686,7 @@ static void replay_fused(weft_device *dev, weft_capture *cap, replay_instance *i
     else
       f->head = &head[s]->task;
     f->tail = &tail[s]->task;
+    if (dev->trace) weft__trace_wrap_chain(dev, &head[s]->task); /* stamps each launch's run */
     weft_stream_submit(dev->streams[s], &head[s]->task, &tail[s]->task);
   }
 }

@@ -20,6 +20,7 @@
 #include "scheduler/loop.h"
 #include "scheduler/memory_calls.h"
 #include "scheduler/submit.h"
+#include "scheduler/trace.h"
 
 const char *weft_version(void) {
   return "0.1.0";
@@ -264,6 +265,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   if (!st)
     st = failpoints_from(install_failpoints(dev, weft_config_failpoints()),
                          "the WEFT_FAILPOINTS environment variable");
+  if (!st) st = weft__trace_open_env(dev); /* WEFT_TRACE: the whole life, from here */
   if (!st) {
     int rc = pthread_create(&dev->loop.thread, NULL, weft__scheduler_main, dev);
     if (rc != 0)
@@ -273,6 +275,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
       pthread_setname_np(dev->loop.thread, "weft-sched");
   }
   if (st) {
+    weft__trace_drop(dev);
     weft_failures_destroy(&dev->failures);
     weft__free(&dev->alloc, dev->mem.mms, sizeof(weft_mm *) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->ms.synced, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
@@ -310,6 +313,7 @@ void weft_device_close(weft_device *dev) {
   cmd *c = &c_stack;
   weft__cmd_submit(dev, c);
   pthread_join(dev->loop.thread, NULL);
+  weft__trace_close(dev); /* WEFT_TRACE's file; a recording never ended is dropped */
   for (uint32_t i = 0; i < dev->max_streams; i++)
     if (dev->streams[i]) weft_drop_queue_destroy(&dev->drops[i]);
   /* The storage and the streams are torn down on this thread. */
@@ -484,6 +488,7 @@ const weft_cmd_ops weft__cmd_ops[] = {
     [CMD_EVENT_WAIT] = {weft__event_process_wait, NULL, false},
     [CMD_EVENT_CHECK] = {weft__event_process_check, NULL, false},
     [CMD_ADDRESS] = {weft__buf_process_address, NULL, false},
+    [CMD_TRACE] = {weft__trace_process, NULL, false},
 };
-_Static_assert(sizeof(weft__cmd_ops) / sizeof(weft__cmd_ops[0]) == CMD_ADDRESS + 1,
+_Static_assert(sizeof(weft__cmd_ops) / sizeof(weft__cmd_ops[0]) == CMD_TRACE + 1,
                "every command kind has its entry");

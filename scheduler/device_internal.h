@@ -46,6 +46,7 @@ typedef enum cmd_kind {
   CMD_EVENT_WAIT,  /* weft_stream_wait_event: event; placed as a no-op waiting on (nb, offset) */
   CMD_EVENT_CHECK, /* a kernel's weft_event_wait: would the event wait for that kernel? */
   CMD_ADDRESS,     /* weft_buffer_address: buffer; the answer in |offset| */
+  CMD_TRACE,       /* data: the trace call (trace.c) */
 } cmd_kind;
 
 /* What a CMD_READ answers: its blocked caller (token), an event
@@ -115,11 +116,20 @@ typedef struct cmd {
     struct weft_event_obj *event; /* EVENT, EVENT_WAIT, EVENT_CHECK, READ (RD_ASYNC): one ref */
     struct weft_export *export;   /* READ (RD_EXPORT) */
   };
-  struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
+  /* A task placed while tracing runs through trace.c's wrapper, which keeps
+   * the task's run function in |tr_run| until it runs, then stamps its run
+   * interval in |tr_t0| (at the command's end) and |tr_t1| (CLOCK_MONOTONIC
+   * ns): tasks are never MEMORY. */
+  union {
+    struct weft_memory_call *mem;                  /* MEMORY: the call, on the caller's stack */
+    uint64_t tr_t1;                                /* a traced task: when its run ended */
+    void (*tr_run)(weft_task *t, weft_stream *on); /* a traced task, until it runs: its run */
+  };
   /* line 4: copies and buffer calls */
   uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
   uint64_t offset, len; /* WRITE, READ; CREATE: len = size */
   void *data;           /* WRITE: bytes; READ: destination */
+  uint64_t tr_t0;       /* a traced task: when its run began (0: not yet) */
 } cmd;
 
 /* A replay instance's bookkeeping (capture.c): its launches placed and not
@@ -390,6 +400,9 @@ struct weft_device {
   /* device.c */
   weft_failures failures; /* the error graph and the failure-store surface */
   weft_failpoints failpoints;
+  /* trace.c: the recording (weft_trace_begin, WEFT_TRACE), or NULL; the
+   * hooks on the launch path test it (one predictable branch when off) */
+  struct weft_trace *trace;
   weft_device_stats stats;
 };
 

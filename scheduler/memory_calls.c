@@ -13,6 +13,7 @@
 #include "scheduler/kernels.h"
 #include "scheduler/loop.h"
 #include "scheduler/submit.h"
+#include "scheduler/trace.h"
 
 typedef enum mem_op {
   MEM_USAGE,
@@ -78,6 +79,7 @@ static uint64_t relocate_all(weft_device *dev) {
     if (dev->mem.mms[i]) moved += weft_mm_relocate(dev->mem.mms[i], true);
   if (moved) refresh_addresses(dev);
   dev->stats.relocations += moved;
+  if (dev->trace && moved) weft__trace_mark(dev, WEFT_TRACE_RELOCATE, 0, moved, 0);
   return moved;
 }
 
@@ -143,6 +145,7 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   if (!weft_error_may_succeed_after_reclaim(st)) return with_snapshot(dev, st, b->size);
   /* The reclaim ladder: out of memory now is not out of memory for good. */
   dev->stats.reclaims++;
+  if (dev->trace) weft__trace_mark(dev, WEFT_TRACE_RECLAIM, slot, b->size, 0);
   /* Drain first: it refuses a running kernel's queued blocking calls, so the
    * flushes below never wait for a kernel that waits for the scheduler. */
   weft__dev_drain(dev);
@@ -164,6 +167,7 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   }
   weft_error_free(st);
   st = weft_mm_reserve(mm, &b->mem, mode);
+  if (dev->trace) weft__trace_mark(dev, WEFT_TRACE_RECLAIM_DONE, slot, b->size, !st);
   if (!st) {
     dev->stats.reclaims_rescued++;
     return NULL;

@@ -11,6 +11,8 @@
  * order, and waits only ever name tasks already handed to a worker. */
 #include "scheduler/multistream.h"
 
+#include "scheduler/trace.h"
+
 /* Records the access of |b| by the task at (me, seq) and collects the waits
  * it needs: a reader waits for the buffer's last writer, a writer for the
  * last writer and every reader since (read-after-write, write-after-read,
@@ -163,6 +165,8 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
   }
   if (!k) return;
   dev->stats.batches_flushed += k;
+  if (__builtin_expect(dev->trace != NULL, 0)) /* stamps each task's run */
+    weft__trace_flush(dev, ids, k, dev->strategy == WEFT_STRATEGY_INTERLEAVE && k > 1 && !isolated);
   weft_task *q[WEFT_MAX_STREAMS];
   for (uint32_t i = 0; i < k; i++) q[i] = take_batch(dev, ids[i]);
   if (dev->strategy == WEFT_STRATEGY_INTERLEAVE && k > 1 && !isolated) {
@@ -214,6 +218,7 @@ void weft__ms_align(weft_device *dev, uint32_t slot, const cmd *c) {
   }
   if (!k) return;
   dev->stats.align_flushes++;
+  if (__builtin_expect(dev->trace != NULL, 0)) weft__trace_mark(dev, WEFT_TRACE_ALIGN, slot, k, 0);
   weft__ms_execute(dev, ids, k);
 }
 

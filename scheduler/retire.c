@@ -6,6 +6,7 @@
 #include "scheduler/buffers.h"
 #include "scheduler/command.h"
 #include "scheduler/export.h"
+#include "scheduler/trace.h"
 
 /* The position |t| must reach before retire_all takes it: a whole replay
  * segment retires at once, so its head waits for the segment's last. */
@@ -34,6 +35,8 @@ static void complete(weft_device *dev, cmd *c) {
     c->error = NULL;
     c->result = OUT_POISONED;
   }
+  if (__builtin_expect(dev->trace != NULL, 0))
+    weft__trace_task(dev, c); /* before its kind's completion frees its error */
   const weft_cmd_ops *ops = &weft__cmd_ops[c->kind];
   if (ops->complete) ops->complete(dev, c);
   if (c->instance) { /* a replay instance's command: the capture keeps it */
@@ -57,6 +60,7 @@ static bool retire_segment(weft_device *dev, uint32_t slot, weft_replay_seg *g) 
   for (uint32_t i = 0; i < h->nwaits; i++)
     retire(dev, h->waits[i].stream->slot, h->waits[i].seq, UINT64_MAX, false);
   if (dev->backend->deferred) return false; /* its faults rewrite outcomes (complete) */
+  if (dev->trace) return false;             /* a trace shows every launch */
   uint32_t k = 0;
   for (weft_task *t = h; k < g->n; t = t->fnext, k++)
     if (((cmd *)t)->result != OUT_RUN) return false;

@@ -728,6 +728,22 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_taskgraph_to_dot(const weft_taskg
  * work). Every other call on a graph needs its device open. */
 WEFT_API void weft_taskgraph_destroy(weft_taskgraph *g);
 
+/* ---- observability: traces ----------------------------------------------------------- */
+
+/* Starts recording device events into a preallocated ring of |max_events| (0: a default
+ * of about 1M); recording allocates nothing per event. Refused while already recording.
+ * A record is one event (a launch, a copy, a batch flushed, a buffer created...) or one
+ * of its details (two bindings, three cross-stream waits, 56 bytes of a failure's
+ * message): when the ring wraps, the oldest records go first and the file says how many
+ * events were dropped. docs/observability.md, "Recording a trace". */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_trace_begin(weft_device *dev, uint64_t max_events);
+/* Stops recording and writes what the ring holds to |path| as Chrome trace-event JSON
+ * (it opens in Perfetto and chrome://tracing), after the work submitted before it has
+ * retired. A path that cannot be written is refused and the recording goes on. Refused
+ * from inside a kernel (it waits for every running kernel). WEFT_TRACE=path records a
+ * device's whole life and writes the file at close. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_trace_end(weft_device *dev, const char *path);
+
 /* ---- statistics ------------------------------------------------------------------------ */
 
 typedef struct weft_device_stats {

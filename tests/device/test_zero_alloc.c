@@ -14,6 +14,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <weft/weft.h>
 
@@ -78,11 +80,14 @@ static void *open_gate_when_parked(void *arg) {
   return NULL;
 }
 
-Test(zero_alloc, one_hundred_thousand_launches_allocate_nothing_once_warm, .timeout = 120) {
+/* |traced|: recording a trace from the start (its ring allocated at begin,
+ * nothing per event), written at the end. */
+static void one_producer(bool traced) {
   enum { CAP = 128, BATCH = 100, N = 100000 };
   weft_counting_allocator *ca;
   weft_allocator a;
   weft_device *dev = open_counted(&ca, &a, CAP);
+  if (traced) OK(weft_trace_begin(dev, 0));
   weft_kernel kh, k;
   OK(weft_kernel_host(dev, "hold", hold, NULL, &kh));
   OK(weft_kernel_host(dev, "add", add, NULL, &k));
@@ -128,9 +133,23 @@ Test(zero_alloc, one_hundred_thousand_launches_allocate_nothing_once_warm, .time
   float got = 0;
   OK(weft_buffer_read(dev, 0, b[2], 0, &got, sizeof(got)));
   cr_assert_eq(got, 2.0f);
+  if (traced) {
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/weft-zero-alloc-%d.json", (int)getpid());
+    OK(weft_trace_end(dev, path));
+    remove(path);
+  }
   weft_device_close(dev);
   cr_assert_eq(weft_counting_allocator_counts(ca).live_blocks, 0);
   weft_counting_allocator_destroy(ca);
+}
+
+Test(zero_alloc, one_hundred_thousand_launches_allocate_nothing_once_warm, .timeout = 120) {
+  one_producer(false);
+}
+
+Test(zero_alloc, a_traced_run_allocates_nothing_per_event, .timeout = 120) {
+  one_producer(true);
 }
 
 /* ---- four producers on four crossing streams ---------------------------------------------- */

@@ -1,0 +1,480 @@
+/* The trace (weft_trace_begin / weft_trace_end, WEFT_TRACE): the file is
+ * Chrome trace-event JSON (a schema check of every phase weft writes), and
+ * it agrees with the device: one launch event per launch run, failed or
+ * skipped; a failure and its skipped dependents share a failure id and are
+ * joined by flow arrows; cross-stream waits are flows; a wrapped ring keeps
+ * the newest events and counts the dropped ones; refusals lose nothing. In
+ * the scheduler mode WEFT_SCHEDULER selects (CTest runs both). */
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "support/asan_criterion.h"
+#include "support/device_env.h"
+#include "support/trace_json.h"
+
+static const uint32_t G1[3] = {1, 1, 1};
+
+/* out[i] = in[i] + 1 over the first binding's bytes (in) into the last's (out). */
+static weft_status inc(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  const uint8_t *in = ctx->buffers[0];
+  uint8_t *out = ctx->buffers[ctx->num_buffers - 1];
+  for (size_t i = 0; i < ctx->sizes[ctx->num_buffers - 1]; i++) out[i] = (uint8_t)(in[i] + 1);
+  return NULL;
+}
+
+static weft_kernel kernel(weft_device *dev, const char *name) {
+  weft_kernel k;
+  EXPECT_OK(weft_kernel_host(dev, name, inc, NULL, &k));
+  return k;
+}
+
+static weft_buffer buffer(weft_device *dev, weft_stream_id s, uint64_t size) {
+  weft_buffer b;
+  EXPECT_OK(weft_buffer_create(dev, s, size, &b));
+  return b;
+}
+
+static void launch(weft_device *dev, weft_stream_id s, weft_kernel k, weft_buffer in,
+                   weft_buffer out) {
+  weft_binding bd[2] = {{in, 0, WEFT_WHOLE, WEFT_READ}, {out, 0, WEFT_WHOLE, WEFT_WRITE}};
+  EXPECT_OK(weft_launch(dev, s, k, G1, G1, bd, 2, NULL, 0));
+}
+
+static weft_device_stats stats(weft_device *dev) {
+  weft_device_stats st;
+  memset(&st, 0, sizeof(st));
+  EXPECT_OK(weft_device_stats_get(dev, &st));
+  return st;
+}
+
+/* A path for this test's file (removed by the test). */
+static void trace_path(char *out, size_t cap, const char *what) {
+  snprintf(out, cap, "%s/weft-trace-%d-%s.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+           (int)getpid(), what);
+}
+
+/* Parses |path| and checks the format; the caller frees. */
+static jv *load_checked(const char *path) {
+  const char *err = NULL;
+  jv *root = jv_parse_file(path, &err);
+  cr_assert_not_null(root, "%s is not JSON: %s", path, err ? err : "?");
+  char why[256];
+  const char *bad = trace_check(root, why, sizeof(why));
+  cr_assert_null(bad, "%s breaks the trace-event format: %s", path, bad);
+  return root;
+}
+
+static size_t count_events(const jv *root, const char *ph, const char *cat) {
+  const jv *evs = trace_events(root);
+  size_t n = 0;
+  for (size_t i = 0; i < evs->n; i++) {
+    const char *p = jv_str(evs->kids[i], "ph"), *c = jv_str(evs->kids[i], "cat");
+    if (p && !strcmp(p, ph) && (!cat || (c && !strcmp(c, cat)))) n++;
+  }
+  return n;
+}
+
+/* The launch event numbered |no|, or NULL. */
+static const jv *launch_event(const jv *root, double no) {
+  const jv *evs = trace_events(root);
+  for (size_t i = 0; i < evs->n; i++) {
+    const jv *e = evs->kids[i];
+    double n;
+    const char *c = jv_str(e, "cat");
+    if (c && !strcmp(c, "launch") && jv_num(jv_get(e, "args"), "launch", &n) && n == no) return e;
+  }
+  return NULL;
+}
+
+static bool encloses(const jv *x, const jv *point) {
+  double xt = 0, xd = 0, xtid = -1, pt = -1, ptid = -2;
+  jv_num(x, "ts", &xt);
+  jv_num(x, "dur", &xd);
+  jv_num(x, "tid", &xtid);
+  jv_num(point, "ts", &pt);
+  jv_num(point, "tid", &ptid);
+  return xtid == ptid && xt <= pt && pt <= xt + xd;
+}
+
+/* True when a flow of |cat| starts in |from| and finishes in |to|. */
+static bool flow_between(const jv *root, const char *cat, const jv *from, const jv *to) {
+  const jv *evs = trace_events(root);
+  for (size_t i = 0; i < evs->n; i++) {
+    const jv *s = evs->kids[i];
+    const char *ph = jv_str(s, "ph"), *c = jv_str(s, "cat");
+    if (!ph || strcmp(ph, "s") || !c || strcmp(c, cat) || !encloses(from, s)) continue;
+    double id = -1;
+    jv_num(s, "id", &id);
+    for (size_t j = 0; j < evs->n; j++) {
+      const jv *f = evs->kids[j];
+      const char *fph = jv_str(f, "ph");
+      double fid;
+      if (fph && !strcmp(fph, "f") && jv_num(f, "id", &fid) && fid == id && encloses(to, f))
+        return true;
+    }
+  }
+  return false;
+}
+
+static const char *outcome_of(const jv *e) {
+  return jv_str(jv_get(e, "args"), "outcome");
+}
+
+static double failure_of(const jv *e) {
+  double f = 0;
+  jv_num(jv_get(e, "args"), "failure", &f);
+  return f;
+}
+
+/* ---- the format, and agreement with the device ----------------------------------------- */
+
+Test(trace, a_mixed_run_is_valid_trace_json_with_one_event_per_launch, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  weft_buffer b[4];
+  for (int i = 0; i < 4; i++) b[i] = buffer(e.dev, (weft_stream_id)i, 256);
+  uint8_t zero[256] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, b[0], 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_device_set_failpoints(e.dev, "launch#7=Validation"));
+  for (int r = 0; r < 10; r++)
+    for (int i = 0; i < 3; i++) launch(e.dev, (weft_stream_id)(i + r) % 4, k, b[i], b[i + 1]);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  uint8_t got[256];
+  weft_error_free(weft_buffer_read(e.dev, 1, b[3], 0, got, sizeof(got))); /* tainted: refused */
+  EXPECT_OK(weft_buffer_release(e.dev, b[2]));
+  char path[256];
+  trace_path(path, sizeof(path), "mixed");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  weft_device_stats st = stats(e.dev);
+  cr_assert_gt(st.launches_failed, 0);
+  cr_assert_gt(st.launches_skipped, 0);
+  jv *root = load_checked(path);
+  size_t launches = count_events(root, "X", "launch");
+  cr_assert_eq(launches, st.launches_run + st.launches_failed + st.launches_skipped,
+               "%zu launch events against %" PRIu64 " run + %" PRIu64 " failed + %" PRIu64
+               " skipped",
+               launches, st.launches_run, st.launches_failed, st.launches_skipped);
+  cr_assert_eq(count_events(root, "X", "copy"), 2, "the write and the read");
+  cr_assert_geq(count_events(root, "i", "memory"), 5, "4 creates and a release at least");
+  cr_assert_gt(count_events(root, "C", NULL), 0, "memory and occupancy counters");
+  cr_assert_gt(count_events(root, "i", "scheduler"), 0, "batches flushed");
+  /* Every stream slot that ran work has its named track. */
+  const jv *evs = trace_events(root);
+  size_t named = 0;
+  for (size_t i = 0; i < evs->n; i++) {
+    const char *n = jv_str(evs->kids[i], "name");
+    if (n && !strcmp(n, "thread_name")) named++;
+  }
+  cr_assert_eq(named, 5, "4 stream slots and the scheduler");
+  double dropped = -1;
+  jv_num(jv_get(root, "otherData"), "events_dropped", &dropped);
+  cr_assert_eq(dropped, 0);
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+Test(trace, a_failure_and_its_skipped_dependents_share_an_id_joined_by_flows, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64), c = buffer(e.dev, 1, 64),
+              d = buffer(e.dev, 2, 64);
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  EXPECT_OK(weft_device_set_failpoints(e.dev, "kernel:fails=Validation"));
+  weft_kernel kf = kernel(e.dev, "fails");
+  launch(e.dev, 0, kf, a, b); /* fails: b carries it */
+  launch(e.dev, 1, k, b, c);  /* skipped: c carries it */
+  launch(e.dev, 2, k, c, d);  /* skipped, on a third stream */
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(weft_sync(e.dev, 1));
+  EXPECT_OK(weft_sync(e.dev, 2));
+  char path[256];
+  trace_path(path, sizeof(path), "chain");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  weft_device_stats st = stats(e.dev);
+  cr_assert_eq(st.launches_failed, 1);
+  cr_assert_eq(st.launches_skipped, 2);
+  jv *root = load_checked(path);
+  const jv *evs = trace_events(root);
+  const jv *failed = NULL, *skip1 = NULL, *skip2 = NULL;
+  for (size_t i = 0; i < evs->n; i++) {
+    const jv *x = evs->kids[i];
+    const char *cat = jv_str(x, "cat"), *o = outcome_of(x);
+    if (!cat || strcmp(cat, "launch") || !o) continue;
+    if (!strcmp(o, "failed"))
+      failed = x;
+    else if (!strcmp(o, "skipped"))
+      *(skip1 ? &skip2 : &skip1) = x;
+  }
+  cr_assert(failed && skip1 && skip2, "a failed launch and two skipped ones");
+  cr_assert_str_eq(jv_str(failed, "name"), "fails");
+  cr_assert_neq(failure_of(failed), 0);
+  cr_assert_eq(failure_of(skip1), failure_of(failed), "the skip names the root failure");
+  cr_assert_eq(failure_of(skip2), failure_of(failed));
+  const char *err = jv_str(jv_get(failed, "args"), "error");
+  cr_assert(err && strstr(err, "failpoint"), "the failure's message: %s", err ? err : "none");
+  const char *root_msg = jv_str(jv_get(skip2, "args"), "root");
+  cr_assert(root_msg && strstr(root_msg, "failpoint"), "the root message on a skipped launch");
+  cr_assert(jv_str(jv_get(skip1, "args"), "skipped_because"));
+  cr_assert(flow_between(root, "failure", failed, skip1), "failed -> first skipped");
+  cr_assert(flow_between(root, "failure", skip1, skip2), "first skipped -> second");
+  cr_assert(!flow_between(root, "failure", failed, skip2), "the path goes through the carrier");
+  /* Each skipped launch's bindings are listed with their access. */
+  const jv *bds = jv_get(jv_get(skip2, "args"), "bindings");
+  cr_assert(bds && bds->t == JV_ARR && bds->n == 2);
+  cr_assert_str_eq(jv_str(bds->kids[0], "access"), "read");
+  cr_assert_str_eq(jv_str(bds->kids[1], "access"), "write");
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+Test(trace, a_cross_stream_wait_is_a_flow_from_the_producer, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.strategy = WEFT_STRATEGY_SEQUENTIAL; /* each batch on its own stream: a real wait */
+  env_open(&e);
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64), c = buffer(e.dev, 1, 64);
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  launch(e.dev, 0, k, a, b); /* launch 1 of the trace */
+  launch(e.dev, 1, k, b, c); /* waits for it on another stream */
+  EXPECT_OK(weft_sync(e.dev, 1));
+  char path[256];
+  trace_path(path, sizeof(path), "wait");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  weft_device_stats st = stats(e.dev);
+  cr_assert_geq(st.cross_stream_waits, 1);
+  jv *root = load_checked(path);
+  const jv *evs = trace_events(root);
+  const jv *prod = NULL, *cons = NULL;
+  for (size_t i = 0; i < evs->n; i++) {
+    const jv *x = evs->kids[i];
+    const char *cat = jv_str(x, "cat");
+    if (!cat || strcmp(cat, "launch")) continue;
+    *(prod ? &cons : &prod) = x;
+  }
+  cr_assert(prod && cons);
+  double tp, tc;
+  jv_num(prod, "tid", &tp);
+  jv_num(cons, "tid", &tc);
+  cr_assert_neq(tp, tc, "on two stream tracks");
+  cr_assert(flow_between(root, "wait", prod, cons));
+  cr_assert_str_eq(outcome_of(cons), "ran");
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+/* ---- the ring ---------------------------------------------------------------------------- */
+
+Test(trace, a_ring_that_wraps_keeps_the_newest_events_and_counts_the_dropped, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64);
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_trace_begin(e.dev, 1024)); /* the smallest ring */
+  enum { N = 2000 };
+  uint64_t first = stats(e.dev).launches + 1;
+  for (int i = 0; i < N; i++) launch(e.dev, 0, k, a, b);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  char path[256];
+  trace_path(path, sizeof(path), "wrap");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  double dropped = 0, records = 0;
+  jv_num(jv_get(root, "otherData"), "events_dropped", &dropped);
+  jv_num(jv_get(root, "otherData"), "ring_records", &records);
+  cr_assert_eq(records, 1024);
+  cr_assert_gt(dropped, 0, "%d launches of 2 records each do not fit 1024", N);
+  cr_assert_not_null(launch_event(root, (double)(first + N - 1)), "the newest launch is kept");
+  cr_assert_null(launch_event(root, (double)first), "the oldest is dropped");
+  size_t kept = count_events(root, "X", "launch");
+  cr_assert_gt(kept, 300);
+  cr_assert_lt(kept, N);
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+/* ---- refusals: a clear error, nothing lost, nothing leaked ------------------------------- */
+
+Test(trace, begin_twice_is_refused_and_the_first_recording_goes_on, .timeout = 30) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_trace_begin(e.dev, 4096));
+  launch(e.dev, 0, k, a, b);
+  weft_status st = weft_trace_begin(e.dev, 0);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(weft_error_message(st), "already recording"), "%s",
+                     weft_error_message(st));
+  weft_error_free(st);
+  char path[256];
+  trace_path(path, sizeof(path), "twice");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  cr_assert_eq(count_events(root, "X", "launch"), 1, "the first recording kept its launch");
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+Test(trace, end_without_begin_is_refused_and_writes_no_file, .timeout = 30) {
+  env e = env_new();
+  char path[256];
+  trace_path(path, sizeof(path), "none");
+  remove(path);
+  weft_status st = weft_trace_end(e.dev, path);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(weft_error_message(st), "not recording"), "%s", weft_error_message(st));
+  weft_error_free(st);
+  cr_assert_neq(access(path, F_OK), 0, "a refused end leaves no file behind");
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  st = weft_trace_end(e.dev, path); /* ended already */
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  weft_error_free(st);
+  jv *root = load_checked(path); /* the second end left the first file alone */
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+Test(trace, a_bad_path_is_refused_by_name_and_the_recording_goes_on, .timeout = 30) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  launch(e.dev, 0, k, a, b);
+  weft_status st = weft_trace_end(e.dev, NULL);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(weft_error_message(st), "path is NULL"));
+  weft_error_free(st);
+  st = weft_trace_end(e.dev, "");
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(weft_error_message(st), "path is empty"));
+  weft_error_free(st);
+  const char *bad = "/nonexistent-weft-dir/trace.json";
+  st = weft_trace_end(e.dev, bad);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(weft_error_message(st), bad), "names the path: %s",
+                     weft_error_message(st));
+  weft_error_free(st);
+  launch(e.dev, 0, k, b, a);
+  char path[256];
+  trace_path(path, sizeof(path), "badpath");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  cr_assert_eq(count_events(root, "X", "launch"), 2, "nothing recorded was lost");
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+Test(trace, a_ring_larger_than_a_trace_holds_is_refused, .timeout = 30) {
+  env e = env_new();
+  weft_status st = weft_trace_begin(e.dev, UINT64_MAX);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(weft_error_message(st), "max_events"));
+  weft_error_free(st);
+  st = weft_trace_begin(NULL, 0);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  weft_error_free(st);
+  st = weft_trace_end(NULL, "x.json");
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
+  weft_error_free(st);
+  env_close(&e);
+}
+
+Test(trace, a_recording_never_ended_is_dropped_at_close_without_a_leak, .timeout = 30) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  launch(e.dev, 0, k, a, b);
+  env_close(&e); /* the counting allocator finds every block back */
+}
+
+/* ---- WEFT_TRACE: the device's whole life, written at close -------------------------------- */
+
+Test(trace, weft_trace_records_the_whole_life_and_writes_at_close, .timeout = 60) {
+  char path[256];
+  trace_path(path, sizeof(path), "env");
+  remove(path);
+  setenv("WEFT_TRACE", path, 1);
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 1, 64);
+  for (int i = 0; i < 5; i++)
+    launch(e.dev, (weft_stream_id)(i % 2), k, i % 2 ? b : a, i % 2 ? a : b);
+  weft_status st = weft_trace_begin(e.dev, 0);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT, "WEFT_TRACE is recording");
+  weft_error_free(st);
+  st = weft_trace_end(e.dev, path);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT, "WEFT_TRACE's ends at close");
+  cr_assert_not_null(strstr(weft_error_message(st), "WEFT_TRACE"));
+  weft_error_free(st);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(weft_sync(e.dev, 1));
+  weft_device_stats s = stats(e.dev); /* every launch retired */
+  env_close(&e);
+  unsetenv("WEFT_TRACE");
+  jv *root = load_checked(path);
+  cr_assert_eq(count_events(root, "X", "launch"),
+               s.launches_run + s.launches_failed + s.launches_skipped);
+  cr_assert_eq(count_events(root, "X", "launch"), 5);
+  /* Both buffers' creation and their frees at close. */
+  const jv *evs = trace_events(root);
+  size_t creates = 0;
+  for (size_t i = 0; i < evs->n; i++) {
+    const char *n = jv_str(evs->kids[i], "name");
+    if (n && !strcmp(n, "buffer create")) creates++;
+  }
+  cr_assert_eq(creates, 2);
+  jv_free(root);
+  remove(path);
+}
+
+Test(trace, a_poisoned_device_still_ends_its_trace_with_the_poisoning, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  uint64_t next = stats(e.dev).launches + 1;
+  char spec[64];
+  snprintf(spec, sizeof(spec), "poison#%" PRIu64, next + 1);
+  EXPECT_OK(weft_device_set_failpoints(e.dev, spec));
+  weft_binding bd[2] = {{a, 0, WEFT_WHOLE, WEFT_READ}, {b, 0, WEFT_WHOLE, WEFT_WRITE}};
+  for (int i = 0; i < 4; i++) /* refused once the device is poisoned */
+    weft_error_free(weft_launch(e.dev, 0, k, G1, G1, bd, 2, NULL, 0));
+  weft_error_free(weft_sync(e.dev, 0));
+  weft_status poison = weft_device_poisoned(e.dev);
+  cr_assert_not_null(poison);
+  weft_error_free(poison);
+  char path[256];
+  trace_path(path, sizeof(path), "poison");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  const jv *evs = trace_events(root);
+  bool seen = false;
+  for (size_t i = 0; i < evs->n; i++) {
+    const char *n = jv_str(evs->kids[i], "name");
+    if (n && !strcmp(n, "device poisoned")) seen = true;
+  }
+  cr_assert(seen, "the poisoning is an instant event");
+  cr_assert_geq(count_events(root, "X", "launch"), 1);
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
