@@ -387,7 +387,7 @@ static void run_launch(weft_task *t, weft_stream *on) {
   /* A deferred backend enqueues the launch (its refusal is known now); the
    * host runs the kernel, during which a blocking call it makes must not
    * wait for it (weft__running_kernel). */
-  weft_launch_desc d;
+  weft_backend_launch d;
   weft__launch_desc(dev, c, &d);
   weft__kernel_running = c;
   weft_status err = dev->backend->vt->launch(dev->backend, on, &d);

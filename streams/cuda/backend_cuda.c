@@ -21,7 +21,7 @@
 #define STAGING_CLASSES 13u /* 4 KiB .. 16 MiB; larger copies go through the driver */
 #define STAGING_CAP     (UINT64_C(256) << 20) /* pinned bytes at most: page-locked memory is scarce */
 
-/* A CUDA kernel's payload (weft_launch_desc.impl): its CUfunction and
+/* A CUDA kernel's payload (weft_backend_launch.impl): its CUfunction and
  * parameter layout. */
 typedef struct cuda_kernel {
   CUfunction fn;
@@ -262,7 +262,7 @@ static weft_status cuda_check_launch(weft_backend_base *b, const void *impl, con
 /* ---- task bodies: enqueue on the lane the task was placed on ------------------------------ */
 
 /* Enqueues launch |l| on |cs|. */
-static weft_status launch_on(const weft_launch_desc *l, weft_cuda_stream *cs) {
+static weft_status launch_on(const weft_backend_launch *l, weft_cuda_stream *cs) {
   if (l->graph) return weft_cuda_graph_launch(l->graph, cs);
   const cuda_kernel *k = l->kernel->impl;
   CUdeviceptr ptrs[WEFT_MAX_BINDINGS];
@@ -281,7 +281,7 @@ static weft_status launch_on(const weft_launch_desc *l, weft_cuda_stream *cs) {
   return weft_cuda_launch(cs, k->fn, grid, block, 0, args);
 }
 
-static weft_status cuda_launch(weft_backend_base *b, weft_stream *on, const weft_launch_desc *l) {
+static weft_status cuda_launch(weft_backend_base *b, weft_stream *on, const weft_backend_launch *l) {
   (void)b;
   return launch_on(l, weft_lane_cuda_stream(on));
 }
@@ -359,7 +359,7 @@ typedef struct cap_track {
   uint64_t readers;
 } cap_track;
 
-static cap_track *cap_find(cap_track *t, size_t *n, const weft_launch_desc *l, uint32_t j) {
+static cap_track *cap_find(cap_track *t, size_t *n, const weft_backend_launch *l, uint32_t j) {
   const char *base = (const char *)l->addrs[j] - l->bindings[j].offset;
   for (size_t i = 0; i < *n; i++)
     if (t[i].base == base) return &t[i];
@@ -407,7 +407,7 @@ static weft_status cuda_capture(weft_backend_base *b, const weft_capture_launch 
   weft_status first = NULL; /* the first failure while capturing */
   for (uint32_t k = 1; k < ns && !first; k++) first = weft_cuda_capture_edge(cs[0], cs[0], cs[k]);
   for (size_t r = 0; r < n && !first; r++) {
-    const weft_launch_desc *l = &rec[r].launch;
+    const weft_backend_launch *l = &rec[r].launch;
     uint32_t i = (uint32_t)idx[rec[r].slot];
     uint64_t need = 0;
     for (uint32_t j = 0; j < l->nb; j++) {
