@@ -281,7 +281,8 @@ static weft_status launch_on(const weft_backend_launch *l, weft_cuda_stream *cs)
   return weft_cuda_launch(cs, k->fn, grid, block, 0, args);
 }
 
-static weft_status cuda_launch(weft_backend_base *b, weft_stream *on, const weft_backend_launch *l) {
+static weft_status cuda_launch(weft_backend_base *b, weft_stream *on,
+                               const weft_backend_launch *l) {
   (void)b;
   return launch_on(l, weft_lane_cuda_stream(on));
 }

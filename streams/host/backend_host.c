@@ -88,7 +88,8 @@ static weft_status host_kernel_resolve(weft_backend_base *b, weft_module module,
 }
 
 /* Runs a host kernel over its grid, block by block (x fastest). */
-static weft_status host_launch(weft_backend_base *b, weft_stream *on, const weft_backend_launch *l) {
+static weft_status host_launch(weft_backend_base *b, weft_stream *on,
+                               const weft_backend_launch *l) {
   (void)b, (void)on;
   uint64_t sizes[WEFT_MAX_BINDINGS];
   for (uint32_t i = 0; i < l->nb; i++) sizes[i] = l->bindings[i].size;
