@@ -37,13 +37,30 @@
 
 typedef struct weft_backend_base weft_backend_base;
 
+/* What a kernel's body is: a host kernel or a module kernel (NONE), one of
+ * the device's built-in kernels, or the embedder's function. The built-ins
+ * are launches like any other (their bindings ordered, pinned, skipped and
+ * tainted by the device); only the body differs:
+ *   COPY: bindings {src READ, dst WRITE} of equal size; dst = src;
+ *   FILL: binding {dst WRITE}; every byte = the scalar block's one byte;
+ *   NATIVE: |native|(ctx, user) once (host: on the pool thread; a deferred
+ *           backend: where it enqueues, with its stream in ctx->stream). */
+typedef enum weft_builtin {
+  WEFT_BUILTIN_NONE = 0,
+  WEFT_BUILTIN_COPY,
+  WEFT_BUILTIN_FILL,
+  WEFT_BUILTIN_NATIVE,
+} weft_builtin;
+
 /* A kernel as its backend runs it; the device's kernel table holds one per
  * kernel, for the device's life. */
 typedef struct weft_backend_kernel {
   const char *name;       /* for messages */
   weft_host_kernel_fn fn; /* a host kernel, or NULL */
-  void *user;             /* its user pointer */
+  void *user;             /* its user pointer (a host or native kernel's) */
   void *impl;             /* the backend's payload (kernel_resolve), or NULL */
+  weft_builtin builtin;
+  weft_native_fn native; /* WEFT_BUILTIN_NATIVE: the embedder's function */
 } weft_backend_kernel;
 
 /* One launch, as a task body hands it to its backend. The pointers are the
@@ -57,6 +74,7 @@ typedef struct weft_backend_launch {
   const weft_binding *bindings; /* [nb] offsets, sizes (resolved) and access */
   const void *scalars;          /* the scalar block, or NULL */
   size_t scalar_bytes;
+  uint32_t shared_bytes; /* dynamic shared memory per block (weft_launch_ex; 0 otherwise) */
 } weft_backend_launch;
 
 /* One copy between the caller's memory and a buffer. |state| is a word the
