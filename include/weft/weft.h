@@ -129,8 +129,10 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_source(weft_status st);
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_at(weft_status st, size_t i);
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_root(weft_status st);
 WEFT_API const char *weft_error_chain_at(weft_status st, size_t i);
-/* Unwritten: the launch that failed, "kernel 'NAME' (launch N)" (borrowed);
- * NULL when the failure came from no launch (a failed reservation). */
+/* Unwritten: the launch that failed, "kernel 'NAME' (launch N)", or "launch
+ * 'LABEL' of kernel 'NAME' (launch N)" for a labelled one (weft_launch_ex)
+ * (borrowed); NULL when the failure came from no launch (a failed
+ * reservation). */
 WEFT_API const char *weft_error_origin(weft_status st);
 /* Number of raw frames captured (0 for static fallbacks and parsed errors). */
 WEFT_API size_t weft_error_backtrace_depth(weft_status st);
