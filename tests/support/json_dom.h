@@ -33,7 +33,7 @@ typedef struct jparser {
   int depth;
 } jparser;
 
-static void jfree(jnode *n) {
+static inline void jfree(jnode *n) {
   if (!n) return;
   for (size_t i = 0; i < n->n; i++) {
     jfree(n->items[i]);
@@ -45,13 +45,13 @@ static void jfree(jnode *n) {
   free(n);
 }
 
-static void jws(jparser *q) {
+static inline void jws(jparser *q) {
   while (*q->p == ' ' || *q->p == '\t' || *q->p == '\n' || *q->p == '\r') q->p++;
 }
 
-static jnode *jvalue(jparser *q);
+static inline jnode *jvalue(jparser *q);
 
-static char *jstring(jparser *q) {
+static inline char *jstring(jparser *q) {
   if (*q->p != '"') return NULL;
   q->p++;
   size_t cap = 16, len = 0;
@@ -122,7 +122,7 @@ bad:
   return NULL;
 }
 
-static bool jpush(jnode *n, jnode *child, char *key) {
+static inline bool jpush(jnode *n, jnode *child, char *key) {
   jnode **items = realloc(n->items, sizeof(*items) * (n->n + 1));
   if (!items) return false;
   n->items = items;
@@ -136,7 +136,7 @@ static bool jpush(jnode *n, jnode *child, char *key) {
   return true;
 }
 
-static jnode *jcontainer(jparser *q, jtype type) {
+static inline jnode *jcontainer(jparser *q, jtype type) {
   char close = type == J_OBJ ? '}' : ']';
   jnode *n = calloc(1, sizeof(*n));
   if (!n || ++q->depth > 200) goto bad;
@@ -181,7 +181,7 @@ bad:
   return NULL;
 }
 
-static jnode *jvalue(jparser *q) {
+static inline jnode *jvalue(jparser *q) {
   jws(q);
   char c = *q->p;
   if (c == '{') return jcontainer(q, J_OBJ);
@@ -240,7 +240,7 @@ bad:
   return NULL;
 }
 
-static jnode *jparse(const char *text) {
+static inline jnode *jparse(const char *text) {
   if (!text) return NULL;
   jparser q = {text, 0};
   jnode *n = jvalue(&q);
@@ -253,7 +253,7 @@ static jnode *jparse(const char *text) {
 }
 
 /* The member |key| of object |n|, or NULL. */
-static jnode *jget(const jnode *n, const char *key) {
+static inline jnode *jget(const jnode *n, const char *key) {
   if (!n || n->type != J_OBJ) return NULL;
   for (size_t i = 0; i < n->n; i++)
     if (!strcmp(n->keys[i], key)) return n->items[i];
@@ -261,13 +261,13 @@ static jnode *jget(const jnode *n, const char *key) {
 }
 
 /* The unsigned integer member |key| of |n|, or UINT64_MAX when absent or not one. */
-static uint64_t jget_u64(const jnode *n, const char *key) {
+static inline uint64_t jget_u64(const jnode *n, const char *key) {
   const jnode *m = jget(n, key);
   return m && m->type == J_NUM && m->is_uint ? m->u : UINT64_MAX;
 }
 
 /* The string member |key| of |n|, or NULL. */
-static const char *jget_str(const jnode *n, const char *key) {
+static inline const char *jget_str(const jnode *n, const char *key) {
   const jnode *m = jget(n, key);
   return m && m->type == J_STR ? m->str : NULL;
 }
