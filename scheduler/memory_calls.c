@@ -138,7 +138,7 @@ static const char *buf_label(const weft_buf *b) {
  * the only caller of weft_mm_reserve on the device's managers (relocation's
  * temporary descriptors never outlive weft_mm_relocate). */
 static bool describe_owner(void *ctx, weft_json *j, const weft_mem *owner) {
-  weft_device *dev = ctx;
+  (void)ctx;
   const weft_buf *b =
       (const weft_buf *)(const void *)((const char *)owner - offsetof(weft_buf, mem));
   weft_json_kv_u64(j, "buffer", b->id);
@@ -159,7 +159,6 @@ static bool describe_owner(void *ctx, weft_json *j, const weft_mem *owner) {
     }
   }
   weft_json_end_array(j);
-  (void)dev;
   return b->pending > 0; /* bound by work not yet retired: it can neither move nor go */
 }
 
