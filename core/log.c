@@ -14,8 +14,11 @@ _Atomic int weft__log_level = WEFT_LOG_WARN;
  * and read together under its read side: a message never sees a new fn with
  * the old user, and weft_set_log returns only once no call of the old hook
  * runs (so the caller may free the old user). The lock is taken only by a
- * message that passed the level test, never on a path that logs nothing. */
-static pthread_rwlock_t hook_lock = PTHREAD_RWLOCK_INITIALIZER;
+ * message that passed the level test, never on a path that logs nothing.
+ * Writers are preferred (glibc's default prefers readers, and threads that
+ * log without pause would hold weft_set_log off indefinitely); a reader
+ * never takes it twice, since a hook must not call weft. */
+static pthread_rwlock_t hook_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static weft_log_fn hook_fn;
 static void *hook_user;
 

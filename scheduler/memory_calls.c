@@ -395,7 +395,6 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
               "reclaim: %" PRIu64 " allocations relocated, pages released (%" PRIu64
               " bytes held, %" PRIu64 " before)",
               moved, now, held);
-    held = now;
   }
   if (dev->mem.reclaim) {
     dev->mem.in_reclaim = true;
@@ -416,7 +415,10 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
     return NULL;
   }
   st = with_snapshot(dev, st, b->size);
-  if (weft_error_may_succeed_after_reclaim(st)) failed_for_good(dev, b, st);
+  if (weft_error_may_succeed_after_reclaim(st))
+    failed_for_good(dev, b, st);
+  else /* the retry failed otherwise: not an OOM the observer hears of */
+    record(dev, WEFT_MEV_RESERVE_FAILED, b, weft_error_kind_of(st));
   return st;
 }
 

@@ -3,13 +3,14 @@
  * weft_set_log returns no call of the previous hook is still running (so
  * its user may be freed). Plain main(): run under TSan too. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/log.h"
 
-enum { THREADS = 4, SWAPS = 2000 };
+enum { THREADS = 2, SWAPS = 500 };
 
 typedef struct hook_state {
   int tag;               /* the hook checks it was handed its own state */
@@ -45,7 +46,10 @@ static void hook_b(void *user, int level, const char *msg) {
 static void *logger(void *arg) {
   (void)arg;
   uint64_t i = 0;
-  while (!atomic_load(&stop)) WEFT_LOGF(WEFT_LOG_INFO, "message %llu", (unsigned long long)i++);
+  while (!atomic_load(&stop)) {
+    WEFT_LOGF(WEFT_LOG_INFO, "message %llu", (unsigned long long)i++);
+    if (i % 64 == 0) sched_yield(); /* leaves the swapping thread some of a small machine */
+  }
   return NULL;
 }
 
@@ -62,8 +66,12 @@ int main(int argc, char **argv) {
   for (int k = 0; k < swaps && !atomic_load(&failed); k++) {
     bool to_b = k % 2 == 0;
     weft_set_log(to_b ? hook_b : hook_a, to_b ? (void *)&b : (void *)&a, WEFT_LOG_INFO);
-    hook_state *old = to_b ? &a : &b;
+    hook_state *old = to_b ? &a : &b, *now = to_b ? &b : &a;
     if (atomic_load(&old->inside) != 0) fail("the previous hook still ran after weft_set_log");
+    /* The next swap comes once the new hook has heard from a logger: every
+     * swap happens while messages go through the hook being replaced. */
+    uint64_t seen = atomic_load(&now->seen);
+    while (atomic_load(&now->seen) == seen && !atomic_load(&failed)) sched_yield();
   }
   atomic_store(&stop, 1);
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
