@@ -8,6 +8,7 @@
 
 #include "core/alloc.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "scheduler/buffers.h"
 #include "scheduler/capture.h"
 #include "scheduler/command.h"
@@ -223,6 +224,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   weft_device_options o;
+  weft__log_apply_env(); /* WEFT_LOG: the level for devices opened from now on */
   weft_status st = validate_options(opts, &o);
   if (st) return st;
   weft_allocator alloc = o.allocator ? *o.allocator : weft_allocator_default();
@@ -296,6 +298,8 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     weft__free(&dev->alloc, dev, sizeof(*dev), WEFT_CACHELINE);
     return st;
   }
+  WEFT_LOGF(WEFT_LOG_INFO, "device opened: %s backend, %u streams, %u tasks a batch",
+            o.backend == WEFT_BACKEND_CUDA ? "CUDA" : "host", o.max_streams, o.max_tasks);
   *out = dev;
   return NULL;
 }

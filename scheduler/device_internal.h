@@ -250,6 +250,23 @@ _Static_assert(WEFT_CMD_HEADER + 3 * (sizeof(weft_binding) + sizeof(weft_buf *) 
                    WEFT_CMD_CLASS_MIN,
                "a 3-binding launch on 4 streams must fit the smallest command class");
 
+/* One reservation or release, as weft_memory_snapshot's "events" lists
+ * them (memory_calls.c keeps the last WEFT_MEMORY_EVENTS in a ring). */
+typedef enum weft_mem_event_kind {
+  WEFT_MEV_RESERVE = 1,
+  WEFT_MEV_RESERVE_FAILED = 2, /* for good: after the ladder, when it climbed one */
+  WEFT_MEV_RELEASE = 3,
+} weft_mem_event_kind;
+typedef struct weft_mem_event {
+  uint64_t seq, t_ns; /* 1-based over the device's life; CLOCK_MONOTONIC */
+  uint64_t buffer, bytes;
+  uint64_t page, offset; /* RESERVE, RELEASE: where it sat (page identity) */
+  uint32_t slot;
+  uint8_t kind;      /* weft_mem_event_kind */
+  uint8_t pool_kind; /* RESERVE, RELEASE: weft_pool_kind */
+  uint16_t error;    /* RESERVE_FAILED: the weft_error_kind */
+} weft_mem_event;
+
 /* A client thread's cache for one device (submit.c, command.c): free
  * commands of the small classes, taken from the device's pools up to
  * WEFT_TC_BATCH at a time, and back-pressure credits per budget, taken from
@@ -386,6 +403,10 @@ struct weft_device {
     bool in_reclaim; /* the reclaim callback runs: releases take effect at once */
     weft_reclaim_fn reclaim;
     void *reclaim_user;
+    weft_oom_fn on_oom; /* weft_memory_set_oom_observer */
+    void *oom_user;
+    uint64_t nevents; /* events recorded so far; the ring holds the last WEFT_MEMORY_EVENTS */
+    weft_mem_event events[WEFT_MEMORY_EVENTS];
   } mem;
   /* multistream.c: placement and cross-stream order; retire.c pops |fifo| */
   struct weft_ms {

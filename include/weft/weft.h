@@ -841,6 +841,47 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_trace_begin(weft_device *dev, uin
  * from inside a kernel (it waits for every running kernel). WEFT_TRACE=path records a
  * device's whole life and writes the file at close. */
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_trace_end(weft_device *dev, const char *path);
+/* ---- observability: logging and memory snapshots ------------------------------------- */
+
+/* Process-wide logging of weft's streaming and memory decisions (stream
+ * creation, the reclaim ladder's steps, relocations, pages added and
+ * released, back-pressure waits, recorded failures, poisoning; the list and
+ * the levels are in docs/observability.md). Levels: 0 error, 1 warn (the
+ * default), 2 info, 3 debug; a message is emitted when its level is at most
+ * |level| (clamped to 0..3, with a warning). |fn| NULL: messages go to
+ * stderr as "weft: <level>: <message>". |message| is borrowed for the call.
+ * The hook may be called from any weft thread (the scheduler, a pool
+ * thread, a client inside a call), concurrently: it must be thread-safe and
+ * must not call weft. weft_set_log returns once no call of the previous
+ * hook is running, so its |user| may be freed then. The variable
+ * WEFT_LOG=error|warn|info|debug sets the level for devices opened later,
+ * unless the program has called weft_set_log (docs/configuration.md). */
+typedef void (*weft_log_fn)(void *user, int level, const char *message);
+WEFT_API void weft_set_log(weft_log_fn fn, void *user, int level);
+
+/* A JSON view of every stream's memory (free with weft_free): the usage
+ * totals (equal to weft_memory_usage_get's), and per stream its pools,
+ * their pages and the slices covering each page (offset, size, padding,
+ * state "free" / "in_use" / "pinned", buffer id and label, tainted byte
+ * ranges with their failure ids), and the most recent reservation and
+ * release events (a preallocated ring of WEFT_MEMORY_EVENTS). The fields
+ * are in docs/observability.md. Ordered after the commands submitted
+ * before it, like every memory call. *json_out is NULL on failure. */
+#define WEFT_MEMORY_EVENTS 256u
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_snapshot(weft_device *dev, char **json_out);
+/* Called once per reservation that fails for good: one of the kinds the
+ * reclaim ladder handles (OutOfMemory, PageSizesExhausted) still failing
+ * after the ladder and the reclaim callback, with the snapshot at that
+ * moment (borrowed for the call; its "oom" member names the request).
+ * Requests that can never fit (BufferTooBig) and refusals to add a page
+ * (PageUpdateForbidden) climb no ladder and are not reported. Runs on the
+ * scheduler thread: it must not block on the device (blocking calls, such
+ * as weft_memory_snapshot, are refused with InvalidArgument there); it may
+ * log, copy the snapshot, or queue work. NULL fn: clears it. */
+typedef void (*weft_oom_fn)(void *user, weft_stream_id stream, uint64_t bytes,
+                            const char *snapshot_json);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_set_oom_observer(weft_device *dev,
+                                                                       weft_oom_fn fn, void *user);
 
 /* ---- statistics ------------------------------------------------------------------------ */
 
