@@ -22,7 +22,7 @@ TRACE="$OUT/mlp-failure-step.trace.json"
 echo
 "./$BUILD/examples/weft-mlp_train" --trace "$TRACE"
 # The same timeline drawn offline (no network, no JavaScript).
-python3 scripts/trace_svg.py "$TRACE" "$OUT/mlp-failure-step.html" \
+command -v python3 >/dev/null && python3 scripts/trace_svg.py "$TRACE" "$OUT/mlp-failure-step.html" \
   --title "weft-mlp_train: the injected-failure step"
 echo
 "./$BUILD/examples/weft-demo"
