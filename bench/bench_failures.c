@@ -70,7 +70,7 @@ static weft_status failing_kernel(const weft_kernel_ctx *ctx, void *user) {
 }
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats st;
+  weft_device_stats st = {0};
   wb_check(weft_device_stats_get(dev, &st), "weft_device_stats_get");
   return st;
 }

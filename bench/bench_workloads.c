@@ -132,7 +132,7 @@ typedef struct ws {
 } ws;
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats st;
+  weft_device_stats st = {0};
   wb_check(weft_device_stats_get(dev, &st), "weft_device_stats_get");
   return st;
 }
