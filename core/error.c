@@ -97,6 +97,7 @@ static const struct kind_info {
                           KIND_PAYLOAD_FREE},
     [WEFT_ERR_UNWRITTEN] = {"Unwritten", "", "", 0}, /* formatted by format_into */
     [WEFT_ERR_SEVERAL] = {"Several", "", "", 0},     /* formatted by format_into */
+    [WEFT_ERR_TIMEOUT] = {"Timeout", "the wait ran out of time", "", 0},
 };
 
 /* Includes WEFT_OK: the kind_info table covers it. */
@@ -162,6 +163,7 @@ static const struct weft_error static_errors[WEFT_ERROR_KIND_COUNT] = {
     STATIC_ERROR(WEFT_ERR_SKIPPED),
     STATIC_ERROR(WEFT_ERR_UNWRITTEN),
     STATIC_ERROR(WEFT_ERR_SEVERAL),
+    STATIC_ERROR(WEFT_ERR_TIMEOUT),
 };
 
 weft_status weft__error_static(weft_error_kind kind) {

@@ -12,6 +12,7 @@
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
 #include "scheduler/memory_calls.h"
+#include "scheduler/scope.h"
 #include "scheduler/submit.h"
 
 /* ---- client side --------------------------------------------------------------------------- */
@@ -74,6 +75,78 @@ weft_status weft_buffer_create(weft_device *dev, weft_stream_id stream, uint64_t
   return NULL;
 }
 
+/* weft_buffer_import but for the release callback, which the caller runs
+ * when this fails: once submitted, the buffer owns it. */
+static weft_status import(weft_device *dev, weft_stream_id stream, uint64_t address, uint64_t size,
+                          weft_release_fn release, void *user, weft_buffer *out) {
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (address == 0 || address > UINTPTR_MAX)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "address is %s", address ? "too large" : "0");
+  if (size == 0) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "buffer size is 0");
+  if (size > WEFT_MAX_BUFFER_SIZE)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "buffer size %" PRIu64 " exceeds the largest supported (%" PRIu64 ")",
+                           size, (uint64_t)WEFT_MAX_BUFFER_SIZE);
+  if (address + size < address)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "address + size wraps around (%" PRIu64 " bytes at %#" PRIx64 ")", size,
+                           address);
+  size_t bytes = sizeof(weft_buf) + sizeof(uint64_t) * dev->max_streams;
+  weft_buf *b = weft__calloc(&dev->alloc, bytes, WEFT_CACHELINE);
+  if (!b) return weft__oom(bytes, "a buffer");
+  cmd *c = weft__cmd_new_on(dev, CMD_CREATE, 0, stream);
+  if (!c) {
+    weft__free(&dev->alloc, b, bytes, WEFT_CACHELINE);
+    return weft__oom(sizeof(cmd), "a create command");
+  }
+  uint64_t id;
+  if ((st = weft_handles_acquire(&dev->buffers, size, &id))) {
+    weft__free(&dev->alloc, b, bytes, WEFT_CACHELINE);
+    weft__cmd_free(c);
+    return st;
+  }
+  b->imported = true;
+  b->ptr = (void *)(uintptr_t)address;
+  b->release = release;
+  b->release_user = user;
+  c->data = b;
+  c->stream = stream;
+  c->buffer = id;
+  c->len = size;
+  weft__cmd_submit(dev, c);
+  out->id = id;
+  return NULL;
+}
+
+weft_status weft_buffer_import(weft_device *dev, weft_stream_id stream, uint64_t address,
+                               uint64_t size, weft_release_fn release, void *user,
+                               weft_buffer *out) {
+  if (out) out->id = 0;
+  weft_status st = import(dev, stream, address, size, release, user, out);
+  if (st && release) release(user); /* every path runs it once: a failed call too */
+  return st;
+}
+
+weft_status weft_buffer_address(weft_device *dev, weft_buffer buf, uint64_t *out) {
+  if (out) *out = 0;
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_blocking(dev, &in);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if ((st = weft__buf_lookup(dev, buf, NULL))) return st;
+  cmd *c = weft__cmd_new(dev, CMD_ADDRESS, 0);
+  if (!c) return weft__oom(sizeof(cmd), "an address command");
+  uint64_t address = 0; /* the scheduler writes it before it answers */
+  c->buffer = buf.id;
+  c->data = &address;
+  if ((st = weft__cmd_call(dev, c))) return st;
+  *out = address;
+  return NULL;
+}
+
 weft_status weft_buffer_release(weft_device *dev, weft_buffer buf) {
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter(dev, &in);
@@ -113,10 +186,13 @@ void weft__buf_free(weft_device *dev, weft_buf *b) {
   weft_taint_clear(&b->taint, &dev->alloc, &dev->failures.graph);
   weft_taint_clear(&b->exec, &dev->alloc, NULL);
   if (b->unalloc) weft_graph_forget_unallocated(&dev->failures.graph, b->id);
-  if (b->allocated) weft_mm_free(b->mm, &b->mem);
+  if (b->allocated && !b->imported) weft_mm_free(b->mm, &b->mem);
   dev->stats.buffers_live--;
   weft_handles_recycle(&dev->buffers, b->id);
+  weft_release_fn release = b->imported ? b->release : NULL;
+  void *user = b->release_user;
   weft__free(&dev->alloc, b, sizeof(*b) + sizeof(uint64_t) * dev->max_streams, WEFT_CACHELINE);
+  if (release) release(user); /* the caller's bytes: weft is done with them */
 }
 
 /* The reservation (or the late mapping) of |b| failed: it is unallocated and
@@ -152,6 +228,11 @@ static void do_create(weft_device *dev, cmd *c) {
   dev->stats.buffers_live++;
   s->obj = b;
   weft__capture_on_create(dev, c->stream, b->id);
+  if (b->imported) { /* the caller's bytes: nothing to reserve, in no manager */
+    b->allocated = true;
+    b->slot = weft__slot_of(dev, c->stream);
+    return;
+  }
   b->pending++; /* a reclaim callback may release it: the reservation keeps it alive */
   weft_status st = weft__dev_reserve(dev, b, weft__slot_of(dev, c->stream));
   b->pending--;
@@ -183,6 +264,29 @@ void weft__buf_release_now(weft_device *dev, uint64_t buffer) {
 
 void weft__buf_process_create(weft_device *dev, cmd *c) {
   do_create(dev, c);
+  weft__cmd_free(c);
+}
+
+void weft__buf_process_address(weft_device *dev, cmd *c) {
+  weft_buf *b = weft__buf_resolve(dev, c->buffer);
+  weft_status st = NULL;
+  if (!b) {
+    st = weft__buf_not_found(c->buffer);
+  } else {
+    weft__buf_map(dev, b); /* a dry run's lazy page gets its backing now */
+    if (b->allocated && b->ptr) {
+      *(uint64_t *)c->data = (uint64_t)(uintptr_t)b->ptr;
+    } else { /* the reservation failed: the reason, as a read of it reports it */
+      weft_target t = weft__target(b, 0, b->size);
+      st = weft_failures_ensure_written(&dev->failures, &t, 1);
+      if (!st) {
+        char name[48];
+        weft__buf_name(b->id, name, sizeof(name));
+        st = weft_error_make(WEFT_ERR_NOT_FOUND, "%s was never allocated", name);
+      }
+    }
+  }
+  weft__token_complete(c->token, st);
   weft__cmd_free(c);
 }
 

@@ -59,5 +59,7 @@ void weft__buf_release_now(weft_device *dev, uint64_t buffer);
 /* CMD_CREATE and CMD_RELEASE. */
 void weft__buf_process_create(weft_device *dev, cmd *c);
 void weft__buf_process_release(weft_device *dev, cmd *c);
+/* CMD_ADDRESS: the buffer's address once its creation was processed. */
+void weft__buf_process_address(weft_device *dev, cmd *c);
 
 #endif

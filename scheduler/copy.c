@@ -11,6 +11,8 @@
 #include "scheduler/buffers.h"
 #include "scheduler/window.h"
 #include "scheduler/command.h"
+#include "scheduler/events.h"
+#include "scheduler/export.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
 #include "scheduler/multistream.h"
@@ -130,6 +132,90 @@ weft_status weft_buffer_read(weft_device *dev, weft_stream_id stream, weft_buffe
   return weft__cmd_call(dev, c);
 }
 
+weft_status weft_buffer_read_async(weft_device *dev, weft_stream_id stream, weft_buffer buf,
+                                   uint64_t offset, void *dst, uint64_t len, weft_event *done) {
+  if (done) done->id = 0;
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  if (!done) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "done is NULL");
+  uint64_t size;
+  if ((st = weft__buf_lookup(dev, buf, &size))) return st;
+  if (!dst && len) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "dst is NULL");
+  if ((st = weft__check_range(size, offset, len, "read"))) return st;
+  if (len > SIZE_MAX) return weft__oom(SIZE_MAX, "staging a read");
+  weft_event_obj *e = weft__event_new(dev, done, &st);
+  if (!e) return st;
+  /* The worker copies into the staging block; retirement moves the bytes to
+   * |dst| only once the read is known good (weft__event_complete). */
+  e->staging = len ? weft__alloc(&dev->alloc, (size_t)len, 16) : NULL;
+  e->dst = dst;
+  e->len = len;
+  size_t extra = weft__align8(sizeof(weft_buf *)) + sizeof(weft_stream_wait) * dev->max_streams;
+  cmd *c = len && !e->staging ? NULL : weft__cmd_new_on(dev, CMD_READ, extra, stream);
+  if (!c) {
+    bool staging = !len || e->staging;
+    weft__event_discard(dev, e); /* frees the staging block too */
+    done->id = 0;
+    return staging ? weft__oom(extra, "a read command") : weft__oom((size_t)len, "staging a read");
+  }
+  char *p = (char *)c + weft__align8(sizeof(cmd));
+  c->bufs = (weft_buf **)p;
+  c->task.waits = (weft_stream_wait *)(p + weft__align8(sizeof(weft_buf *)));
+  c->rd = RD_ASYNC;
+  c->event = e;
+  c->stream = stream;
+  c->buffer = buf.id;
+  c->offset = offset;
+  c->len = len;
+  c->data = e->staging;
+  weft__cmd_submit(dev, c);
+  return NULL;
+}
+
+weft_status weft__buffer_export(weft_device *dev, weft_stream_id stream, weft_buffer buf,
+                                uint64_t offset, uint64_t len, uint64_t *address,
+                                struct weft_export **out) {
+  if (out) *out = NULL;
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_blocking(dev, &in);
+  if (st) return st;
+  if (!address || !out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "address or out is NULL");
+  uint64_t size;
+  if ((st = weft__buf_lookup(dev, buf, &size))) return st;
+  if ((st = weft__check_range(size, offset, len, "export"))) return st;
+  if ((st = refuse_on_own_stream(dev, stream, "an export on the kernel's own stream",
+                                 "it is ordered after every command submitted there before it, "
+                                 "the kernel included")))
+    return st;
+  struct weft_export *e = weft__calloc(&dev->alloc, sizeof(*e), 16);
+  if (!e) return weft__oom(sizeof(*e), "an export");
+  size_t extra = weft__align8(sizeof(weft_buf *)) + sizeof(weft_stream_wait) * dev->max_streams;
+  cmd *c = weft__cmd_new_on(dev, CMD_READ, extra, stream);
+  if (!c) {
+    weft__free(&dev->alloc, e, sizeof(*e), 16);
+    return weft__oom(extra, "an export command");
+  }
+  char *p = (char *)c + weft__align8(sizeof(cmd));
+  c->bufs = (weft_buf **)p;
+  c->task.waits = (weft_stream_wait *)(p + weft__align8(sizeof(weft_buf *)));
+  c->rd = RD_EXPORT;
+  c->export = e;
+  c->stream = stream;
+  c->buffer = buf.id;
+  c->offset = offset;
+  c->len = len;
+  c->data = NULL; /* nothing is copied: the read's order and answer only */
+  e->dev = dev;
+  if ((st = weft__cmd_call(dev, c))) {
+    weft__free(&dev->alloc, e, sizeof(*e), 16); /* never pinned: the scheduler let it go */
+    return st;
+  }
+  *address = e->address;
+  *out = e;
+  return NULL;
+}
+
 weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
   WEFT_INSIDE in = {0};
   weft_status st = weft__enter_blocking(dev, &in);
@@ -179,6 +265,8 @@ static weft_stream *stream_or_fail(weft_device *dev, cmd *c, weft_buf *b, bool w
   if (s) return s;
   if (c->token) {
     weft__token_complete(c->token, err);
+  } else if (!write && c->rd == RD_ASYNC) {
+    weft__event_complete(dev, c->event, err);
   } else {
     weft_binding bd = {
         .offset = c->offset, .size = c->len, .access = write ? WEFT_WRITE : WEFT_READ};
@@ -191,7 +279,7 @@ static weft_stream *stream_or_fail(weft_device *dev, cmd *c, weft_buf *b, bool w
  * |k| does: it follows |k| on its stream, or waits, through any chain of
  * cross-stream waits, for a position at or past it. Walks the tasks not yet
  * retired, each once (a rare path: a kernel's own read or sync). */
-static bool waits_for_kernel(weft_device *dev, const cmd *t, const cmd *k) {
+bool weft__waits_for_kernel(weft_device *dev, const cmd *t, const cmd *k) {
   uint64_t need[WEFT_MAX_STREAMS] = {0};
   const weft_task *at[WEFT_MAX_STREAMS];
   for (uint32_t s = 0; s < dev->max_streams; s++) at[s] = dev->ms.fifo[s].head;
@@ -215,7 +303,7 @@ static bool waits_for_kernel(weft_device *dev, const cmd *t, const cmd *k) {
  * is answered now and stays on its stream as a no-op. Nothing races: the
  * task cannot run before the kernel ends, which needs this answer first. */
 static void refuse_if_waits_for_caller(weft_device *dev, cmd *c, const char *call) {
-  if (!c->caller || !waits_for_kernel(dev, c, c->caller)) return;
+  if (!c->caller || !weft__waits_for_kernel(dev, c, c->caller)) return;
   weft_token *tok = c->token;
   weft_status st =
       weft__kernel_refusal(dev, c->caller, call,
@@ -230,6 +318,8 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   weft_buf *b = weft__buf_resolve(dev, c->buffer);
   if (!b) { /* released meanwhile: a staged write's copy and window bytes go back too */
     if (c->token) weft__token_complete(c->token, weft__buf_not_found(c->buffer));
+    if (!write && c->rd == RD_ASYNC)
+      weft__event_complete(dev, c->event, weft__buf_not_found(c->buffer));
     unstage(dev, c);
     weft__cmd_free(c);
     return;
@@ -243,7 +333,10 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   if (!write) {
     weft_status refused = weft__capture_refuse_sync(dev, c->stream, "read");
     if (refused) {
-      weft__token_complete(c->token, refused);
+      if (c->rd == RD_ASYNC)
+        weft__event_complete(dev, c->event, refused);
+      else
+        weft__token_complete(c->token, refused);
       weft__cmd_free(c);
       return;
     }
@@ -387,7 +480,7 @@ static void run_read(weft_task *t, weft_stream *on) {
     return;
   }
   c->result = OUT_RUN;
-  if (!b->ptr || !c->len) return;
+  if (!b->ptr || !c->len || !c->data) return; /* an export copies nothing */
   weft_backend_base *be = c->dev->backend;
   weft_copy_desc d = copy_desc(c);
   weft_status err = be->vt->read(be, on, &d);
@@ -450,10 +543,14 @@ void weft__copy_complete_read(weft_device *dev, cmd *c) {
     }
   }
   copy_done(dev, c, !st);
-  if (c->token)
+  if (c->rd == RD_ASYNC) {
+    weft__event_complete(dev, c->event, st); /* the staged bytes reach the caller if |st| is NULL */
+  } else if (c->token) {
+    if (c->rd == RD_EXPORT && !st) weft__export_pin(dev, c->export, b, c->offset);
     weft__token_complete(c->token, st);
-  else /* refused: its kernel had the answer */
+  } else { /* refused: its kernel had the answer */
     weft_error_free(st);
+  }
   weft__buf_unpin(dev, b);
 }
 

@@ -12,6 +12,8 @@
 #include "scheduler/capture.h"
 #include "scheduler/command.h"
 #include "scheduler/copy.h"
+#include "scheduler/events.h"
+#include "scheduler/export.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
 #include "scheduler/launch.h"
@@ -236,6 +238,8 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   weft_inbox_init(&dev->loop.inbox);
   weft_handles_init(&dev->buffers, &dev->alloc);
   dev->buffers.gen_base = dev->tag * 2654435761u;
+  weft__events_init(dev);
+  atomic_init(&dev->exports.refs, 1); /* the device's own: close drops it */
   size_t kbytes = sizeof(weft_kernel_entry) * WEFT_MAX_KERNELS;
   dev->kernels = weft__calloc(&dev->alloc, kbytes, WEFT_CACHELINE);
   dev->streams = weft__calloc(&dev->alloc, sizeof(weft_stream *) * o.max_streams, 16);
@@ -282,6 +286,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->kernels, kbytes, WEFT_CACHELINE);
     weft_handles_destroy(&dev->buffers);
+    weft__events_destroy(dev);
     weft__cmd_pool_destroy(dev);
     weft__free(&dev->alloc, dev, sizeof(*dev), WEFT_CACHELINE);
     return st;
@@ -311,16 +316,27 @@ void weft_device_close(weft_device *dev) {
   /* The storage and the streams are torn down on this thread. */
   dev->backend->vt->enter(dev->backend);
   weft__capture_close_all(dev); /* recordings unpin their buffers */
-  /* Every buffer the caller never released. */
+  weft__events_destroy(dev);    /* every event: no caller is inside to wait on one */
+  weft__export_close(dev);      /* the exports already dropped let their buffers go */
+  /* Every buffer the caller never released, but those live exports pin. */
   uint32_t n = atomic_load(&dev->buffers.fresh);
   for (uint32_t i = 0; i < n; i++) {
     weft_handle_slot *s = weft_handles_slot(&dev->buffers, ((uint64_t)1 << 32) | (i + 1u));
     weft_buf *b = s ? s->obj : NULL;
-    if (b) {
+    if (b && !b->exported) {
       b->pending = 0;
       weft__buf_free(dev, b);
     }
   }
+  /* With live exports, the last weft__buffer_unexport finishes the teardown:
+   * their memory lives in the managers and the backend's storage. */
+  if (atomic_fetch_sub_explicit(&dev->exports.refs, 1, memory_order_acq_rel) == 1)
+    weft__dev_teardown(dev);
+}
+
+void weft__dev_teardown(weft_device *dev) {
+  dev->backend->vt->enter(dev->backend); /* close's thread, or the last unexport's */
+  weft__export_free_all(dev);
   for (uint32_t i = 0; i < atomic_load(&dev->nkernels) && i < WEFT_MAX_KERNELS; i++) {
     weft_kernel_entry *k = &dev->kernels[i];
     weft__free(&dev->alloc, (char *)k->k.name, k->name_cap, 1);
@@ -478,6 +494,10 @@ const weft_cmd_ops weft__cmd_ops[] = {
     [CMD_FAILPOINTS] = {process_failpoints, NULL, false},
     [CMD_CAPTURE] = {process_capture, NULL, false},
     [CMD_REPLAY] = {process_capture, NULL, false},
+    [CMD_EVENT] = {weft__event_process_record, weft__event_complete_record, false},
+    [CMD_EVENT_WAIT] = {weft__event_process_wait, NULL, false},
+    [CMD_EVENT_CHECK] = {weft__event_process_check, NULL, false},
+    [CMD_ADDRESS] = {weft__buf_process_address, NULL, false},
 };
-_Static_assert(sizeof(weft__cmd_ops) / sizeof(weft__cmd_ops[0]) == CMD_REPLAY + 1,
+_Static_assert(sizeof(weft__cmd_ops) / sizeof(weft__cmd_ops[0]) == CMD_ADDRESS + 1,
                "every command kind has its entry");

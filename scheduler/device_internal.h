@@ -38,11 +38,19 @@ typedef enum cmd_kind {
   CMD_CHECK,
   CMD_STATS,
   CMD_SHUTDOWN,
-  CMD_MEMORY,     /* a memory call: usage, report, cleanup, install, mode, dry run */
-  CMD_FAILPOINTS, /* data: the spec */
-  CMD_CAPTURE,    /* data: the capture; offset: the transition */
-  CMD_REPLAY,     /* data: the capture */
+  CMD_MEMORY,      /* a memory call: usage, report, cleanup, install, mode, dry run */
+  CMD_FAILPOINTS,  /* data: the spec */
+  CMD_CAPTURE,     /* data: the capture; offset: the transition */
+  CMD_REPLAY,      /* data: the capture */
+  CMD_EVENT,       /* weft_event_record: event; a barrier-like point on its stream */
+  CMD_EVENT_WAIT,  /* weft_stream_wait_event: event; placed as a no-op waiting on (nb, offset) */
+  CMD_EVENT_CHECK, /* a kernel's weft_event_wait: would the event wait for that kernel? */
+  CMD_ADDRESS,     /* weft_buffer_address: buffer; the answer in |offset| */
 } cmd_kind;
+
+/* What a CMD_READ answers: its blocked caller (token), an event
+ * (weft_buffer_read_async), or an export (weft__buffer_export). */
+typedef enum read_kind { RD_CALL, RD_ASYNC, RD_EXPORT } read_kind;
 
 typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED } outcome;
 
@@ -61,8 +69,11 @@ typedef struct cmd {
   /* line 1: what a launch's worker reads, written by the client; resolved
    * buffers written by the scheduler before it is placed */
   weft_device *dev;
-  uint32_t nb;                /* LAUNCH: bindings; CHECK: handles */
-  uint32_t kernel;            /* LAUNCH: index into the kernel table */
+  uint32_t nb; /* LAUNCH: bindings; CHECK: handles */
+  union {
+    uint32_t kernel; /* LAUNCH: index into the kernel table */
+    uint32_t rd;     /* READ: its read_kind */
+  };
   uint32_t grid[3], block[3]; /* LAUNCH */
   weft_binding *bindings;     /* LAUNCH (sizes resolved) */
   weft_buf **bufs;            /* LAUNCH, READ, WRITE: resolved buffers */
@@ -99,7 +110,11 @@ typedef struct cmd {
   struct weft_replay_seg *instance; /* LAUNCH: the replay segment that owns it, or NULL */
   size_t bytes;                     /* size of this allocation */
   weft_token *token;
-  weft_device_stats *stats_out; /* STATS */
+  union {
+    weft_device_stats *stats_out; /* STATS */
+    struct weft_event_obj *event; /* EVENT, EVENT_WAIT, EVENT_CHECK, READ (RD_ASYNC): one ref */
+    struct weft_export *export;   /* READ (RD_EXPORT) */
+  };
   struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
   /* line 4: copies and buffer calls */
   uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
@@ -160,7 +175,11 @@ typedef struct weft_buf {
   weft_mem mem; /* its allocation, in the manager of the stream that created it */
   weft_mm *mm;  /* that manager */
   bool allocated, released;
+  bool imported;           /* the caller's memory (weft_buffer_import): no manager, never moved */
+  uint32_t exported;       /* live exports pinning it (export.c): close keeps its memory */
   uint32_t slot;           /* the slot whose manager holds its memory */
+  weft_release_fn release; /* imported: called once when the buffer is freed (may be NULL) */
+  void *release_user;
   weft_failure_id unalloc; /* the failure its reservation left, if it failed */
   /* Workers', in wait order. */
   _Alignas(WEFT_CACHELINE) weft_taint exec; /* failure ids as work executes */
@@ -220,14 +239,14 @@ _Static_assert(WEFT_CMD_HEADER + 3 * (sizeof(weft_binding) + sizeof(weft_buf *) 
  * of them are under the process-wide cache lock. Only the owner thread
  * touches the rest, and only while it is inside the device; close unbinds
  * after every caller has left. */
-#define WEFT_TC_CLASSES 2u  /* classes a thread caches: 512 B and 1 KiB commands */
+#define WEFT_TC_CLASSES 2u /* classes a thread caches: 512 B and 1 KiB commands */
 /* Commands taken from a pool at once. 1: a burst of 32 single pops (each a
  * 16-byte CAS and a pointer chase through lines the scheduler freed) cost
  * more than it saved: W4 one producer 172-184 ns per launch against 102-118,
  * W1 350 against 235-278 (idle 2-core VM, 3 alternated rounds, issue 14). */
-#define WEFT_TC_BATCH   1u
-#define WEFT_TC_SEATS   8u  /* caches per device that take credits in blocks */
-#define WEFT_TC_BLOCK   32u /* the most credits taken at once */
+#define WEFT_TC_BATCH 1u
+#define WEFT_TC_SEATS 8u  /* caches per device that take credits in blocks */
+#define WEFT_TC_BLOCK 32u /* the most credits taken at once */
 typedef struct weft_tcache {
   _Atomic(weft_device *) dev;             /* bound device, or NULL (written under the cache lock) */
   struct weft_tcache *next;               /* in dev->cmds.caches */
@@ -270,6 +289,24 @@ struct weft_device {
   _Atomic uint32_t nkernels;
   /* buffers.c: the lock-free handle table clients check */
   weft_handles buffers;
+  /* events.c: the event handles (a slot's value is its weft_event_obj), and
+   * every event object made, recycled through a free list under |lock|
+   * (objects live until close, so a stale handle's object is never freed
+   * memory) */
+  struct weft_events {
+    weft_handles handles;
+    pthread_mutex_t lock;
+    struct weft_event_obj *all, *free;
+  } events;
+  /* export.c: live exports pin buffers past release and close. |refs| is 1
+   * (the device) plus one per live export; whoever drops it to 0 (close, or
+   * the last weft__buffer_unexport after close) finishes the teardown.
+   * |dirty|: an export was dropped, the scheduler sweeps |list| (its own). */
+  struct weft_exports {
+    _Atomic uint64_t refs;
+    _Atomic uint32_t dirty;
+    struct weft_export *list; /* scheduler only (close once the scheduler stopped) */
+  } exports;
   /* copy.c: staged write bytes not yet freed (the staging window) */
   _Alignas(64) _Atomic uint64_t staged_bytes;
   /* command.c (counts, pools) and submit.c (credits, thread caches, waiting for room) */

@@ -65,7 +65,7 @@ static void refresh_addresses(weft_device *dev) {
   for (uint32_t i = 0; i < n; i++) {
     weft_handle_slot *s = weft_handles_slot(&dev->buffers, ((uint64_t)1 << 32) | (i + 1u));
     weft_buf *b = s ? s->obj : NULL;
-    if (!b || !b->allocated || !b->ptr) continue;
+    if (!b || !b->allocated || !b->ptr || b->imported) continue; /* imported: never moved */
     void *p = NULL;
     weft_status st = weft_mm_resolve(b->mm, &b->mem, &p);
     weft_error_free(st); /* a live mapped allocation always resolves */

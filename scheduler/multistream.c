@@ -76,6 +76,8 @@ static inline __attribute__((always_inline)) void place_waits(weft_device *dev, 
   } else if (weft__ms_nbufs(c) && bufs[0]) { /* a write or a read: one buffer */
     bufs[0]->pend_mask &= ~batch;
     order(dev, bufs[0], c->kind == CMD_WRITE, me, seq, &w);
+  } else if (c->kind == CMD_EVENT_WAIT) { /* weft_stream_wait_event: the record's position */
+    weft__wait_need(&w, me, c->nb, c->offset);
   }
   if (w.mask)
     set_waits(dev, c, me, &w);

@@ -5,6 +5,7 @@
 
 #include "scheduler/buffers.h"
 #include "scheduler/command.h"
+#include "scheduler/export.h"
 
 /* The position |t| must reach before retire_all takes it: a whole replay
  * segment retires at once, so its head waits for the segment's last. */
@@ -118,6 +119,7 @@ bool weft__retire_all(weft_device *dev) {
     retire(dev, i, done, UINT64_MAX, true);
     any = true;
   }
+  weft__export_sweep_if_dirty(dev); /* exports dropped since: their pins go */
   weft__cmd_free_flush(dev);
   return any;
 }

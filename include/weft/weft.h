@@ -70,9 +70,10 @@ typedef enum weft_error_kind {
   WEFT_ERR_SKIPPED,   /* payload-free: an input carried a failure */
   WEFT_ERR_UNWRITTEN, /* {failure id, claimed, chain, root} */
   WEFT_ERR_SEVERAL,   /* {errors} */
+  WEFT_ERR_TIMEOUT,   /* {message}: a bounded wait ran out of time (weft_event_wait) */
 } weft_error_kind;
 
-#define WEFT_ERROR_KIND_COUNT ((int)WEFT_ERR_SEVERAL + 1)
+#define WEFT_ERROR_KIND_COUNT ((int)WEFT_ERR_TIMEOUT + 1)
 
 /* Makes an error of |kind| with a printf-formatted message (the reason,
  * description or message of the kind; NULL fmt: none). Captures a backtrace
@@ -318,6 +319,75 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_read(weft_device *dev, wef
                                                            void *dst, uint64_t len);
 /* The handle is dead at once; the memory goes once pending work is done. */
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_release(weft_device *dev, weft_buffer buf);
+
+/* ---- memory the caller owns ---- */
+typedef void (*weft_release_fn)(void *user);
+/* Wraps |size| bytes at |address| (a host pointer on the host backend, a CUdeviceptr on
+ * CUDA) as a buffer living on |stream|. weft never frees the bytes: |release| (may be NULL)
+ * is called exactly once, after weft_buffer_release and the retirement of the last work
+ * that uses them (or at close). The buffer behaves like any other (bindings, ordering,
+ * taint, pinning, captures), except that weft never reserves, moves or frees its bytes and
+ * counts them in no pool's usage. |address| 0, |size| 0 or above WEFT_MAX_BUFFER_SIZE are
+ * InvalidArgument. Every path calls |release| once: when this call fails (for any reason,
+ * a closing or poisoned device included), it has run when the call returns. The bytes must stay
+ * valid until then. It runs on weft's scheduler thread, or the thread that closes the device: it
+ * must not call into the device. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_import(weft_device *dev,
+                                                             weft_stream_id stream,
+                                                             uint64_t address, uint64_t size,
+                                                             weft_release_fn release, void *user,
+                                                             weft_buffer *out);
+/* The buffer's address (host pointer or CUdeviceptr), valid until it is released; blocks
+ * until it is reserved; a failed reservation reports its error (as a read of the buffer
+ * would). It waits for no stream: only for the buffer's creation to be processed. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_address(weft_device *dev, weft_buffer buf,
+                                                              uint64_t *out);
+
+/* ---- events ---- */
+/* Events are handles like buffers: a released, stale or forged one is NotFound. Every
+ * call may be made from any thread; weft_event_query never blocks, from anywhere. */
+typedef struct {
+  uint64_t id;
+} weft_event;
+/* A point on |stream|: done once everything submitted on it before is done. Async (the
+ * caller does not block). Recorded while |stream| is in a capture window, it completes at
+ * once with the refusal a weft_sync there would get. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_event_record(weft_device *dev, weft_stream_id stream,
+                                                            weft_event *out);
+/* *done: whether the event has completed (never blocks). */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_event_query(weft_device *dev, weft_event ev,
+                                                           bool *done);
+/* Waits at most |timeout_ns| (UINT64_MAX: no limit). Returns the result of the operation
+ * the event completes (NULL for a plain record; a read's Several{Unwritten} for
+ * weft_buffer_read_async), or a WEFT_ERR_TIMEOUT error ("Timeout", a new kind after
+ * Several) when the time ran out; the event stays valid then, and may be waited on again.
+ * Each wait returns its own copy of the result. From a host kernel (or a reclaim callback)
+ * that the event waits for (it is on the kernel's stream after it, or waits for it through
+ * the buffers streams share), an unfinished event is refused with InvalidArgument rather
+ * than deadlock. A timeout of 0 only asks. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_event_wait(weft_device *dev, weft_event ev,
+                                                          uint64_t timeout_ns);
+/* Orders |stream| after |ev| with no buffer in common: work placed on |stream| after this
+ * call waits for the event's position on its stream (as a cross-stream wait, counted in
+ * weft_device_stats.cross_stream_waits). Returns once the scheduler has placed the wait
+ * (it does not wait for the event). Refused in a capture window, like weft_sync. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_stream_wait_event(weft_device *dev,
+                                                                 weft_stream_id stream,
+                                                                 weft_event ev);
+/* The handle is dead at once. An event not yet complete is freed when it completes; a
+ * thread already waiting on it still gets its result. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_event_release(weft_device *dev, weft_event ev);
+/* A read that returns at once: |dst| is filled when |*done| completes. Ordered exactly like
+ * weft_buffer_read; weft_event_wait on |*done| returns the read's error (Several{Unwritten}
+ * for bytes a failed launch left unwritten). |dst| must stay valid until the event
+ * completes. The bytes go through a host staging block of |len| bytes (allocated by this
+ * call: OutOfMemory if it cannot be), and reach |dst| only when the read succeeded: a
+ * failed read leaves |dst| untouched. The caller releases |*done|. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_read_async(weft_device *dev,
+                                                                 weft_stream_id stream,
+                                                                 weft_buffer buf, uint64_t offset,
+                                                                 void *dst, uint64_t len,
+                                                                 weft_event *done);
 
 typedef struct weft_kernel_ctx {
   uint32_t grid[3], block[3], block_idx[3]; /* this call runs one block */

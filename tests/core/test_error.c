@@ -62,6 +62,7 @@ static const char *const names[WEFT_ERROR_KIND_COUNT] = {
     "Skipped",
     "Unwritten",
     "Several",
+    "Timeout",
 };
 
 static bool has_size(weft_error_kind k) {
@@ -136,7 +137,7 @@ static weft_status make_full(weft_error_kind k) {
 /* ---- kinds and names ---------------------------------------------------------------------- */
 
 Test(error_kind, every_kind_has_its_camel_case_name) {
-  cr_assert_eq(WEFT_ERROR_KIND_COUNT, 21, "Ok and the 20 error kinds");
+  cr_assert_eq(WEFT_ERROR_KIND_COUNT, 22, "Ok and the 21 error kinds");
   for (int k = 0; k < WEFT_ERROR_KIND_COUNT; k++)
     cr_assert_str_eq(weft_error_kind_name((weft_error_kind)k), names[k]);
 }

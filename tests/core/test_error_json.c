@@ -594,3 +594,16 @@ Test(error_json, byte_mutations_never_crash_and_what_parses_round_trips) {
   weft_error_free(st);
   ASSERT_NO_LEAKS();
 }
+
+/* Timeout (the bounded wait's kind, after Several) is written and parsed by
+ * its name like every other kind. */
+Test(error_json, a_timeout_round_trips_by_its_name) {
+  weft_status st = weft_error_make(WEFT_ERR_TIMEOUT, "waited 5 ns");
+  assert_json_eq(st, "{\"kind\":\"Timeout\",\"message\":\"waited 5 ns\"}");
+  weft_status back = parse_ok("{\"kind\":\"Timeout\",\"message\":\"waited 5 ns\"}");
+  cr_assert_eq(weft_error_kind_of(back), WEFT_ERR_TIMEOUT);
+  cr_assert_str_eq(weft_error_message(back), "waited 5 ns");
+  weft_error_free(back);
+  weft_error_free(st);
+  ASSERT_NO_LEAKS();
+}

@@ -39,6 +39,7 @@ static const spec_case specs[] = {
     {" ; ;", true, false, false},
     {"launch#1=Validation", true, true, false},
     {"kernel:copy=Generic", true, true, false},
+    {"kernel:copy=Timeout", true, true, false}, /* Timeout may be injected, like Generic */
     {"kernel:other=Generic;launch#99=Unknown", true, false, false},
     {"alloc#1=OutOfMemory", true, false, true},
     {"alloc#2=StorageMappingFailed;poison#1000", true, false, true},
