@@ -37,10 +37,9 @@ static weft_status sgemm_native(const weft_native_ctx *ctx, void *user) {
   static const char *const names[3] = {"A", "B", "C"};
   for (int i = 0; i < 3; i++)
     if (ctx->sizes[i] < need[i])
-      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                             "sgemm %dx%dx%d: %s holds %llu bytes, it needs %llu", d.m, d.n, d.k,
-                             names[i], (unsigned long long)ctx->sizes[i],
-                             (unsigned long long)need[i]);
+      return weft_error_make(
+          WEFT_ERR_INVALID_ARGUMENT, "sgemm %dx%dx%d: %s holds %llu bytes, it needs %llu", d.m, d.n,
+          d.k, names[i], (unsigned long long)ctx->sizes[i], (unsigned long long)need[i]);
   const float *a = (const float *)(uintptr_t)ctx->addresses[0];
   const float *b = (const float *)(uintptr_t)ctx->addresses[1];
   float *c = (float *)(uintptr_t)ctx->addresses[2];

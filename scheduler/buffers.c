@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "scheduler/window.h"
@@ -187,6 +188,7 @@ void weft__buf_free(weft_device *dev, weft_buf *b) {
   weft_taint_clear(&b->exec, &dev->alloc, NULL);
   if (b->unalloc) weft_graph_forget_unallocated(&dev->failures.graph, b->id);
   if (b->allocated && !b->imported) weft_mm_free(b->mm, &b->mem);
+  if (b->label) weft__free(&dev->alloc, b->label, strlen(b->label) + 1, 1); /* labels.c's copy */
   dev->stats.buffers_live--;
   weft_handles_recycle(&dev->buffers, b->id);
   weft_release_fn release = b->imported ? b->release : NULL;

@@ -25,8 +25,8 @@ static weft_status tensor_bytes(DLDataType dtype, const int64_t *shape, int32_t 
   if (ndim < 0)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%s: ndim is %" PRId32 "", what, ndim);
   if (ndim > 0 && !shape)
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%s: shape is NULL with ndim %" PRId32,
-                           what, ndim);
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%s: shape is NULL with ndim %" PRId32, what,
+                           ndim);
   if (dtype.bits == 0 || dtype.lanes == 0)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                            "%s: dtype has %u bits and %u lanes (neither may be 0)", what,
@@ -35,8 +35,7 @@ static weft_status tensor_bytes(DLDataType dtype, const int64_t *shape, int32_t 
   for (int32_t i = 0; i < ndim; i++) {
     if (shape[i] < 0)
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                             "%s: shape[%" PRId32 "] is %" PRId64 " (negative)", what, i,
-                             shape[i]);
+                             "%s: shape[%" PRId32 "] is %" PRId64 " (negative)", what, i, shape[i]);
     if (__builtin_mul_overflow(n, (uint64_t)shape[i], &n))
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
                              "%s: its size overflows 64 bits at shape[%" PRId32 "]", what, i);
@@ -78,23 +77,22 @@ static weft_status device_of(weft_device *dev, DLDevice *out) {
 }
 
 static const char *device_type_name(DLDeviceType t) {
-  switch (t) {
-  case kDLCPU: return "kDLCPU";
-  case kDLCUDA: return "kDLCUDA";
-  case kDLCUDAHost: return "kDLCUDAHost";
-  case kDLOpenCL: return "kDLOpenCL";
-  case kDLVulkan: return "kDLVulkan";
-  case kDLMetal: return "kDLMetal";
-  case kDLVPI: return "kDLVPI";
-  case kDLROCM: return "kDLROCM";
-  case kDLROCMHost: return "kDLROCMHost";
-  case kDLExtDev: return "kDLExtDev";
-  case kDLCUDAManaged: return "kDLCUDAManaged";
-  case kDLOneAPI: return "kDLOneAPI";
-  case kDLWebGPU: return "kDLWebGPU";
-  case kDLHexagon: return "kDLHexagon";
-  }
-  return "an unknown device type";
+  static const char *const names[] = {
+      [kDLCPU] = "kDLCPU",
+      [kDLCUDA] = "kDLCUDA",
+      [kDLCUDAHost] = "kDLCUDAHost",
+      [kDLOpenCL] = "kDLOpenCL",
+      [kDLVulkan] = "kDLVulkan",
+      [kDLMetal] = "kDLMetal",
+      [kDLVPI] = "kDLVPI",
+      [kDLROCM] = "kDLROCM",
+      [kDLROCMHost] = "kDLROCMHost",
+      [kDLExtDev] = "kDLExtDev",
+      [kDLCUDAManaged] = "kDLCUDAManaged",
+  };
+  unsigned i = (unsigned)t;
+  if (i < sizeof(names) / sizeof(names[0]) && names[i]) return names[i];
+  return "a device type DLPack 0.6 does not name";
 }
 
 /* ---- from_dlpack --------------------------------------------------------------------------- */
@@ -130,7 +128,8 @@ static weft_status check_tensor(weft_device *dev, const DLManagedTensor *mt, uin
                            "tensor: data + byte_offset (%" PRIu64 ") overflows", t->byte_offset);
   uint64_t end;
   if (__builtin_add_overflow(*address, *size, &end))
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "tensor: its bytes run past the address space");
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "tensor: its bytes run past the address space");
   return NULL;
 }
 
@@ -205,7 +204,7 @@ weft_status weft_buffer_to_dlpack(weft_device *dev, weft_stream_id stream, weft_
       .ndim = ndim,
       .dtype = dtype,
       .shape = x->shape, /* ndim 0: never read */
-      .strides = NULL, /* compact */
+      .strides = NULL,   /* compact */
       .byte_offset = 0,
   };
   x->t.manager_ctx = x;

@@ -69,12 +69,9 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_from_dlpack(weft_device *d
  * overflowing size, a stale handle is NotFound), the read's
  * Several{Unwritten...} when the range carries a failure, and what the
  * buffer's reservation failed with. *out is NULL on every error. */
-WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_to_dlpack(weft_device *dev,
-                                                                weft_stream_id stream,
-                                                                weft_buffer buf, uint64_t offset,
-                                                                DLDataType dtype,
-                                                                const int64_t *shape, int32_t ndim,
-                                                                DLManagedTensor **out);
+WEFT_API WEFT_MUST_USE_RESULT weft_status
+weft_buffer_to_dlpack(weft_device *dev, weft_stream_id stream, weft_buffer buf, uint64_t offset,
+                      DLDataType dtype, const int64_t *shape, int32_t ndim, DLManagedTensor **out);
 
 #ifdef __cplusplus
 }

@@ -463,6 +463,100 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_sync(weft_device *dev, weft_strea
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_check(weft_device *dev, const weft_buffer *bufs,
                                                      size_t n);
 
+/* ---- copies, fills, native kernels, launch descriptors --------------------------------- */
+
+/* Device-side copies and fills. Each is a launch of one of the device's
+ * built-in kernels ('copy', 'fill'): ordered by its buffers like any launch,
+ * pinning what it uses, counted in the launch stats, recorded by a capture
+ * and replayed. A copy reading bytes a failure left unwritten is skipped, and
+ * its destination range takes the failure's root with a hop naming the copy
+ * ("skipped kernel 'copy' (launch N)"); a fill clears the taint of exactly
+ * the bytes it writes. Host: memmove / memset on a pool thread; CUDA:
+ * cuMemcpyDtoDAsync / cuMemsetD8Async on the stream (capture-safe).
+ * Async; returns only argument errors: a bad handle (NotFound), a range
+ * outside its buffer or whose offset + len overflows (InvalidArgument). A
+ * copy within one buffer whose ranges overlap is InvalidArgument. |len| 0
+ * is a no-op: NULL after the handles are checked, nothing submitted. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_copy(weft_device *dev, weft_stream_id stream,
+                                                           weft_buffer src, uint64_t src_offset,
+                                                           weft_buffer dst, uint64_t dst_offset,
+                                                           uint64_t len);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_fill(weft_device *dev, weft_stream_id stream,
+                                                           weft_buffer buf, uint64_t offset,
+                                                           uint64_t len, uint8_t value);
+
+/* ---- the embedder's own code in weft's order: cuBLAS, cuDNN, NCCL, ... ---- */
+typedef struct weft_native_ctx {
+  void *stream;              /* the CUstream this launch is ordered on (CUDA); NULL on host */
+  const uint64_t *addresses; /* one per binding, at its offset */
+  const uint64_t *sizes;     /* bytes per binding */
+  size_t num_buffers;
+  const void *scalars;
+  size_t scalar_bytes;
+} weft_native_ctx;
+/* A native kernel's body. A non-NULL return fails the launch (ownership of
+ * the error transfers to weft): its written bindings carry the error, as a
+ * host kernel's would. */
+typedef weft_status (*weft_native_fn)(const weft_native_ctx *ctx, void *user);
+/* A kernel whose body is the caller's function |fn|, launched with
+ * weft_launch or weft_launch_ex with grid and block {1,1,1} (anything else is
+ * InvalidArgument), with any bindings and scalars. Its bindings are ordered,
+ * pinned, skipped and tainted like any launch's; |fn| is not called when the
+ * launch is skipped.
+ *  - Host: |fn| runs once on a pool thread, as a host kernel does (the rules
+ *    for host kernels above hold: it may call its device, blocking calls that
+ *    could wait for it are refused); ctx->stream is NULL and the addresses
+ *    are host pointers.
+ *  - CUDA: |fn| is called in stream order on the thread that enqueues the
+ *    stream's work (the device's scheduler thread), with the device's context
+ *    current, ctx->stream the CUstream the launch is ordered on and the
+ *    addresses CUdeviceptr values. It enqueues its work there (a cuBLAS
+ *    handle's cublasSetStream(h, ctx->stream), then the call) and returns
+ *    without synchronising: work weft orders after the launch waits for
+ *    that stream. It must not call weft on the same device (the scheduler
+ *    thread is waiting for it: such a call is refused or deadlocks), must
+ *    not synchronise the context or other streams, and must enqueue only on
+ *    ctx->stream. An error it returns fails the launch; a fault of the work
+ *    it enqueued poisons the device, as a kernel's would.
+ * |name| is copied (1..255 bytes); |user| is passed to every call. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_kernel_native(weft_device *dev, const char *name,
+                                                             weft_native_fn fn, void *user,
+                                                             weft_kernel *out);
+
+/* ---- a launch that can grow ---- */
+typedef struct weft_launch_desc {
+  uint32_t struct_size; /* sizeof(weft_launch_desc): the struct only grows at the end */
+  weft_stream_id stream;
+  weft_kernel kernel;
+  uint32_t grid[3], block[3];
+  uint32_t shared_bytes; /* dynamic shared memory per block (CUDA) */
+  const weft_binding *bindings;
+  size_t num_bindings;
+  const void *scalars;
+  size_t scalar_bytes;
+  const char *label; /* optional: names this launch in reports and traces */
+} weft_launch_desc;
+/* weft_launch from a descriptor. |struct_size| must be sizeof(weft_launch_desc)
+ * of this release or of an older one (a layout that ends at one of its
+ * fields: a later release accepts this one); anything else is
+ * InvalidArgument. |shared_bytes| goes to cuLaunchKernel for a module
+ * kernel (the driver refuses what the device lacks: the launch fails with
+ * LaunchTooManyResources); a host, native or built-in kernel has none, and
+ * a non-zero value for one is InvalidArgument. |label| (NULL: none; else
+ * 1..127 bytes) names the launch in its failure's report ("launch 'attn.qk'
+ * of kernel 'gemm' (launch 7)") and in traces. Labels are interned per
+ * device: the first launch with a new label copies it (the only allocation;
+ * the caller's string need not outlive the call), later ones allocate
+ * nothing; a device holds at most 4096 distinct launch labels (then
+ * InvalidArgument). */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_launch_ex(weft_device *dev,
+                                                         const weft_launch_desc *desc);
+/* Names a buffer in reports and traces ("buffer 'attn.q' (#38)"); |label| is
+ * copied (1..127 bytes; NULL removes the name). Ordered like a command: the
+ * reports of failures that read the buffer after the call name it so. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_set_label(weft_device *dev, weft_buffer buf,
+                                                                const char *label);
+
 /* ---- memory: pools, layouts, modes, reports
  * --------------------------------------------------------
  *

@@ -242,7 +242,8 @@ Test(from_dlpack, a_non_compact_tensor_is_unsupported_strides_and_goes_back_at_o
     memcpy(t.strides, strides[i], sizeof(strides[i]));
     t.mt.dl_tensor.strides = t.strides;
     weft_buffer b = {.id = 77};
-    EXPECT_KIND(WEFT_ERR_UNSUPPORTED_STRIDES, "compact", weft_buffer_from_dlpack(e.dev, 0, &t.mt, &b));
+    EXPECT_KIND(WEFT_ERR_UNSUPPORTED_STRIDES, "compact",
+                weft_buffer_from_dlpack(e.dev, 0, &t.mt, &b));
     cr_assert_eq(b.id, 0, "*out is cleared on failure");
     cr_assert_eq(deleted(&t), 1, "a refused tensor is given back before the call returns");
   }
@@ -275,18 +276,42 @@ Test(from_dlpack, malformed_tensors_are_invalid_argument_and_go_back_at_once) {
     DLTensor *d = &t.mt.dl_tensor;
     void *keep_bytes = t.bytes;
     switch (i) {
-    case 0: d->device = (DLDevice){kDLCUDA, 0}; break;
-    case 1: d->device = (DLDevice){kDLOpenCL, 0}; break;
-    case 2: t.shape[1] = -4; break;
-    case 3: d->ndim = -1; break;
-    case 4: d->shape = NULL; break;
-    case 5: d->dtype.bits = 0; break;
-    case 6: d->dtype.lanes = 0; break;
-    case 7: t.shape[0] = t.shape[1] = INT64_C(1) << 40; break;
-    case 8: t.shape[0] = INT64_C(1) << 24, t.shape[1] = INT64_C(1) << 24; break;
-    case 9: t.shape[0] = 0; break;
-    case 10: d->data = NULL; break;
-    case 11: d->byte_offset = UINT64_MAX - 8; break;
+    case 0:
+      d->device = (DLDevice){kDLCUDA, 0};
+      break;
+    case 1:
+      d->device = (DLDevice){kDLOpenCL, 0};
+      break;
+    case 2:
+      t.shape[1] = -4;
+      break;
+    case 3:
+      d->ndim = -1;
+      break;
+    case 4:
+      d->shape = NULL;
+      break;
+    case 5:
+      d->dtype.bits = 0;
+      break;
+    case 6:
+      d->dtype.lanes = 0;
+      break;
+    case 7:
+      t.shape[0] = t.shape[1] = INT64_C(1) << 40;
+      break;
+    case 8:
+      t.shape[0] = INT64_C(1) << 24, t.shape[1] = INT64_C(1) << 24;
+      break;
+    case 9:
+      t.shape[0] = 0;
+      break;
+    case 10:
+      d->data = NULL;
+      break;
+    case 11:
+      d->byte_offset = UINT64_MAX - 8;
+      break;
     }
     weft_buffer b;
     EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, cases[i].needle,
@@ -422,7 +447,8 @@ Test(to_dlpack, a_tainted_range_fails_as_a_read_would, .timeout = 60) {
   write_floats(&e, b, 64);
   weft_kernel k;
   EXPECT_OK(weft_kernel_host(e.dev, "refuse", refuse, NULL, &k));
-  const weft_binding bd = {.buffer = b, .offset = 0, .size = 32 * sizeof(float), .access = WEFT_WRITE};
+  const weft_binding bd = {
+      .buffer = b, .offset = 0, .size = 32 * sizeof(float), .access = WEFT_WRITE};
   EXPECT_OK(weft_launch(e.dev, 0, k, one, one, &bd, 1, NULL, 0));
   const int64_t shape[1] = {64};
   DLManagedTensor *t = (DLManagedTensor *)&e;
@@ -456,24 +482,31 @@ Test(to_dlpack, a_tainted_range_fails_as_a_read_would, .timeout = 60) {
 Test(to_dlpack, bad_shapes_ranges_and_handles_are_refused_and_nothing_is_kept) {
   env e = env_new();
   weft_buffer b = make_buffer(&e, 64);
-  const int64_t ok[1] = {16}, neg[2] = {4, -1}, big[1] = {17}, huge[2] = {INT64_C(1) << 40,
-                                                                           INT64_C(1) << 40};
+  const int64_t ok[1] = {16}, neg[2] = {4, -1}, big[1] = {17},
+                huge[2] = {INT64_C(1) << 40, INT64_C(1) << 40};
   DLManagedTensor *t = NULL;
-  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "negative", weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, neg, 2, &t));
-  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "ndim", weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, ok, -1, &t));
-  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "ndim", weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, ok, 33, &t));
+  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "negative",
+              weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, neg, 2, &t));
+  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "ndim",
+              weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, ok, -1, &t));
+  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "ndim",
+              weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, ok, 33, &t));
   EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "shape is NULL",
               weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, NULL, 1, &t));
   EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "bits",
               weft_buffer_to_dlpack(e.dev, 0, b, 0, (DLDataType){kDLFloat, 0, 1}, ok, 1, &t));
   EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "overflows",
               weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, huge, 2, &t));
-  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, NULL, weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, big, 1, &t));
-  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, NULL, weft_buffer_to_dlpack(e.dev, 0, b, 4, f32, ok, 1, &t));
+  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, NULL,
+              weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, big, 1, &t));
+  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, NULL,
+              weft_buffer_to_dlpack(e.dev, 0, b, 4, f32, ok, 1, &t));
   EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, NULL,
               weft_buffer_to_dlpack(e.dev, 0, b, UINT64_MAX - 2, f32, ok, 1, &t));
-  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "out", weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, ok, 1, NULL));
-  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, NULL, weft_buffer_to_dlpack(NULL, 0, b, 0, f32, ok, 1, &t));
+  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, "out",
+              weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, ok, 1, NULL));
+  EXPECT_KIND(WEFT_ERR_INVALID_ARGUMENT, NULL,
+              weft_buffer_to_dlpack(NULL, 0, b, 0, f32, ok, 1, &t));
   weft_buffer forged = {.id = b.id + 1000};
   EXPECT_KIND(WEFT_ERR_NOT_FOUND, NULL, weft_buffer_to_dlpack(e.dev, 0, forged, 0, f32, ok, 1, &t));
   cr_assert_null(t);
@@ -539,7 +572,8 @@ Test(to_dlpack, an_export_imported_again_round_trips_with_each_deleter_once, .ti
   EXPECT_OK(weft_buffer_from_dlpack(e.dev, 1, t, &alias)); /* weft's deleter now weft's */
   weft_kernel k;
   EXPECT_OK(weft_kernel_host(e.dev, "add_one", add_one, NULL, &k));
-  const weft_binding bd = {.buffer = alias, .offset = 0, .size = WEFT_WHOLE, .access = WEFT_READ_WRITE};
+  const weft_binding bd = {
+      .buffer = alias, .offset = 0, .size = WEFT_WHOLE, .access = WEFT_READ_WRITE};
   EXPECT_OK(weft_launch(e.dev, 1, k, one, one, &bd, 1, NULL, 0));
   EXPECT_OK(weft_sync(e.dev, 1));
   float got[16];
