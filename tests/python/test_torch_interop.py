@@ -14,7 +14,24 @@ import ctypes
 import gc
 import os
 import sys
+import time
 import weakref
+
+LIB = os.environ.get("WEFT_LIBRARY")
+if not LIB:
+    print("test_torch_interop.py: set WEFT_LIBRARY to libweft.so", file=sys.stderr)
+    sys.exit(2)
+# libweft.so's private jemalloc keeps its thread state in initial-exec TLS (about 3 KiB
+# of static TLS), more than glibc keeps spare for libraries loaded at run time (512
+# bytes): dlopen needs GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384, which CTest
+# sets (docs/embedding.md, "Loading libweft.so from Python").
+try:
+    weft = ctypes.CDLL(LIB)  # CDLL releases the GIL around every call
+except OSError as exc:
+    if "static TLS" not in str(exc):
+        raise
+    sys.exit(f"test_torch_interop.py: {exc}: run with "
+             "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 (docs/embedding.md)")
 
 try:
     import torch
@@ -22,12 +39,6 @@ try:
 except ImportError as exc:  # CTest's SKIP_RETURN_CODE: reported as skipped, not passed
     print(f"SKIPPED: torch not installed ({exc})")
     sys.exit(77)
-
-LIB = os.environ.get("WEFT_LIBRARY")
-if not LIB:
-    print("test_torch_interop.py: set WEFT_LIBRARY to libweft.so", file=sys.stderr)
-    sys.exit(2)
-weft = ctypes.CDLL(LIB)  # CDLL releases the GIL around every call
 
 # ---- the C types this test uses ---------------------------------------------------------
 
@@ -167,7 +178,8 @@ keep = []  # ctypes callbacks must outlive every call through them
 
 def counted_deleter(mt, who):
     """Wraps |mt|'s deleter so that its calls are counted under |who|."""
-    original = mt.deleter
+    # A copy of the function pointer: the field itself is about to be overwritten.
+    original = DELETER(ctypes.cast(mt.deleter, ctypes.c_void_p).value)
 
     def deleter(p):
         counts[who] += 1
@@ -243,6 +255,12 @@ def bd(buf, access):
     return Binding(buf, 0, 2**64 - 1, access)
 
 
+def wait_for(cond, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 def main():
     dev = ctypes.c_void_p()
     check("weft_device_open", weft.weft_device_open(None, ctypes.byref(dev)))
@@ -316,6 +334,7 @@ def main():
     for b in (bx, by, bw, bt):
         check("weft_buffer_release", weft.weft_buffer_release(dev, b))
     check("weft_sync", weft.weft_sync(dev, stream))
+    wait_for(lambda: counts["torch"] >= 1)  # the scheduler frees the buffer as it retires
     assert counts["torch"] == 1, f"torch's deleter ran {counts['torch']} times, not 1 (x only)"
     del x
     gc.collect()
