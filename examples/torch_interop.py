@@ -199,7 +199,7 @@ def main():
     launch(k_clamp, Binding(by, 0, WHOLE, READ_WRITE))
     y = weft_to_tensor(dev, 0, by, [1000])
     agrees = torch.allclose(y, torch.clamp(3.0 * x - 1.0, min=0.0), rtol=1e-6, atol=1e-6)
-    print("weft computed clamp(3x - 1, min=0) ; torch agrees:", agrees)
+    print("weft computed clamp(3x - 1, min=0); torch agrees:", agrees)
     if not agrees:
         sys.exit(1)
 
