@@ -1713,4 +1713,84 @@ Test(taskgraph, a_small_dag_submitted_twice_gives_what_eager_launches_give, .tim
   cenv_close(&e);
 }
 
+/* ---- events, read_async, imported memory (issue 15) ---- */
+
+Test(events, a_record_completes_once_the_gpu_work_before_it_retires_and_orders_another_stream,
+     .timeout = 60) {
+  cenv e = cenv_new();
+  enum { N = 1 << 12 };
+  weft_buffer a = make_buffer(e.dev, 0, N * 4), c = make_buffer(e.dev, 1, N * 4);
+  fill(&e, 0, a, N, 3.0f);
+  weft_event ev;
+  OK(weft_event_record(e.dev, 0, &ev));
+  OK(weft_stream_wait_event(e.dev, 1, ev));
+  fill(&e, 1, c, N, 4.0f);
+  OK(weft_event_wait(e.dev, ev, UINT64_MAX));
+  bool done = false;
+  OK(weft_event_query(e.dev, ev, &done));
+  cr_assert(done);
+  expect_all(&e, 1, c, 0, N, 4.0f, "the stream ordered after the event");
+  expect_all(&e, 0, a, 0, N, 3.0f, "the stream the event was recorded on");
+  OK(weft_event_release(e.dev, ev));
+  cenv_close(&e);
+}
+
+Test(events, read_async_delivers_at_retirement_and_a_failed_read_leaves_dst_untouched,
+     .timeout = 60) {
+  cenv e = cenv_new();
+  enum { N = 1 << 12 };
+  weft_buffer a = make_buffer(e.dev, 0, N * 4);
+  fill(&e, 0, a, N, 1.5f);
+  float *dst = malloc(N * 4);
+  cr_assert_not_null(dst);
+  weft_event ev;
+  OK(weft_buffer_read_async(e.dev, 0, a, 0, dst, N * 4, &ev));
+  OK(weft_event_wait(e.dev, ev, UINT64_MAX));
+  for (uint32_t i = 0; i < N; i++) cr_assert_eq(dst[i], 1.5f, "dst[%u]", i);
+  OK(weft_event_release(e.dev, ev));
+  OK(weft_device_set_failpoints(e.dev, "kernel:weft_fill_f32=Generic"));
+  fill(&e, 0, a, N, 9.0f); /* fails: the bytes are left unwritten */
+  memset(dst, 0x7f, N * 4);
+  OK(weft_buffer_read_async(e.dev, 0, a, 0, dst, N * 4, &ev));
+  weft_status st = weft_event_wait(e.dev, ev, UINT64_MAX);
+  cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_SEVERAL);
+  weft_error_free(st);
+  for (uint32_t i = 0; i < N; i++)
+    cr_assert_eq(((uint8_t *)dst)[i], 0x7f, "a failed read wrote dst byte %u", i);
+  OK(weft_event_release(e.dev, ev));
+  free(dst);
+  cenv_close(&e);
+}
+
+static void count_release(void *user) {
+  atomic_fetch_add((_Atomic int *)user, 1);
+}
+
+Test(import, a_wrapped_device_pointer_is_used_in_place_and_released_once, .timeout = 60) {
+  cenv e = cenv_new();
+  enum { N = 1 << 12 };
+  weft_buffer owner = make_buffer(e.dev, 0, N * 4);
+  uint64_t ptr = 0;
+  OK(weft_buffer_address(e.dev, owner, &ptr));
+  cr_assert_neq(ptr, 0);
+  _Atomic int released = 0;
+  weft_buffer wrap;
+  OK(weft_buffer_import(e.dev, 1, ptr, N * 4, count_release, &released, &wrap));
+  uint64_t again = 0;
+  OK(weft_buffer_address(e.dev, wrap, &again));
+  cr_assert_eq(again, ptr);
+  fill(&e, 1, wrap, N, 6.0f);
+  OK(weft_sync(e.dev, 1));
+  expect_all(&e, 0, owner, 0, N, 6.0f, "the kernel wrote the wrapped CUdeviceptr");
+  weft_memory_usage u;
+  OK(weft_memory_usage_get(e.dev, &u));
+  cr_assert_eq(u.number_allocs, 1, "the import counted in a pool");
+  OK(weft_buffer_release(e.dev, wrap));
+  OK(weft_sync(e.dev, 1));
+  OK(weft_device_stats_get(e.dev, &(weft_device_stats){0}));
+  cr_assert_eq(atomic_load(&released), 1);
+  cenv_close(&e);
+  cr_assert_eq(atomic_load(&released), 1);
+}
+
 #endif
