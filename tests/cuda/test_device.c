@@ -1782,7 +1782,7 @@ Test(import, a_wrapped_device_pointer_is_used_in_place_and_released_once, .timeo
   fill(&e, 1, wrap, N, 6.0f);
   OK(weft_sync(e.dev, 1));
   expect_all(&e, 0, owner, 0, N, 6.0f, "the kernel wrote the wrapped CUdeviceptr");
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   OK(weft_memory_usage_get(e.dev, &u));
   cr_assert_eq(u.number_allocs, 1, "the import counted in a pool");
   OK(weft_buffer_release(e.dev, wrap));

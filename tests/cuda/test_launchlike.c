@@ -146,7 +146,7 @@ Test(copy_fill, are_memcpy_dtod_and_memset_d8_on_the_stream_with_exact_bytes, .t
     cr_assert_eq(got[i], want, "element %d: %f", i, (double)got[i]);
   }
   free(got);
-  weft_device_stats s;
+  weft_device_stats s = {0};
   OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.launches_run, 5);
   cenv_close(&e);
