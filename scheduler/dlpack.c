@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "scheduler/device_internal.h"
 #include "scheduler/export.h"
+#include "scheduler/inside.h"
 
 #define DLPACK_MAX_NDIM 32 /* to_dlpack: extents copied into the export */
 
@@ -137,11 +138,14 @@ weft_status weft_buffer_from_dlpack(weft_device *dev, weft_stream_id stream, DLM
                                     weft_buffer *out) {
   if (out) *out = (weft_buffer){0};
   if (!t) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "t (the tensor) is NULL");
-  weft_status st = NULL;
+  /* Inside the device for the whole call (the calls below enter again): a
+   * close that starts meanwhile waits for it. */
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter_open(dev, &in);
   uint64_t address = 0, size = 0;
-  if (!out)
+  if (!st && !out)
     st = weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
-  else
+  else if (!st)
     st = check_tensor(dev, t, &address, &size);
   if (st) { /* the tensor is weft's from the call on: refused, it goes back at once */
     release_tensor(t);
@@ -176,13 +180,15 @@ weft_status weft_buffer_to_dlpack(weft_device *dev, weft_stream_id stream, weft_
                                   uint64_t offset, DLDataType dtype, const int64_t *shape,
                                   int32_t ndim, DLManagedTensor **out) {
   if (out) *out = NULL;
-  if (!dev) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "device is NULL");
+  WEFT_INSIDE in = {0}; /* dev->alloc stays valid to the end (see from_dlpack) */
+  weft_status st = weft__enter_open(dev, &in);
+  if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   if (ndim > DLPACK_MAX_NDIM)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "ndim is %" PRId32 "; at most %d", ndim,
                            DLPACK_MAX_NDIM);
   uint64_t len;
-  weft_status st = tensor_bytes(dtype, shape, ndim, "the export", &len);
+  st = tensor_bytes(dtype, shape, ndim, "the export", &len);
   if (st) return st;
   DLDevice where;
   if ((st = device_of(dev, &where))) return st;

@@ -583,3 +583,35 @@ Test(to_dlpack, an_export_imported_again_round_trips_with_each_deleter_once, .ti
   EXPECT_OK(weft_buffer_release(e.dev, b));
   env_close(&e);
 }
+
+/* The same round trip left to close: close frees the import, whose release
+ * is the export's deleter, while the export still pins the buffer it
+ * exported. Nothing may leak (env_close counts every block). */
+Test(to_dlpack, an_export_imported_again_and_left_to_close_frees_everything, .timeout = 60) {
+  env e = env_new();
+  weft_buffer b = make_buffer(&e, 16 * sizeof(float));
+  write_floats(&e, b, 16);
+  const int64_t shape[1] = {16};
+  DLManagedTensor *t = NULL;
+  EXPECT_OK(weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, shape, 1, &t));
+  weft_buffer alias;
+  EXPECT_OK(weft_buffer_from_dlpack(e.dev, 1, t, &alias));
+  env_close(&e); /* neither b nor alias released */
+}
+
+/* Both released first, in either order, then close. */
+Test(to_dlpack, an_export_imported_again_released_in_either_order_frees_everything, .timeout = 60) {
+  for (int order = 0; order < 2; order++) {
+    env e = env_new();
+    weft_buffer b = make_buffer(&e, 16 * sizeof(float));
+    write_floats(&e, b, 16);
+    const int64_t shape[1] = {16};
+    DLManagedTensor *t = NULL;
+    EXPECT_OK(weft_buffer_to_dlpack(e.dev, 0, b, 0, f32, shape, 1, &t));
+    weft_buffer alias;
+    EXPECT_OK(weft_buffer_from_dlpack(e.dev, 1, t, &alias));
+    EXPECT_OK(weft_buffer_release(e.dev, order ? b : alias));
+    EXPECT_OK(weft_buffer_release(e.dev, order ? alias : b));
+    env_close(&e);
+  }
+}
