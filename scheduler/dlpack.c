@@ -99,7 +99,9 @@ static const char *device_type_name(DLDeviceType t) {
 /* ---- from_dlpack --------------------------------------------------------------------------- */
 
 /* The imported buffer's release callback: the tensor is the producer's
- * again. Runs once, on weft's scheduler thread or the closing thread. */
+ * again. Runs once: on weft's scheduler thread, the closing thread, the
+ * thread of the export deleter that finishes a closed device's teardown, or
+ * this call's thread when the tensor is refused. */
 static void release_tensor(void *user) {
   DLManagedTensor *t = user;
   if (t->deleter) t->deleter(t);

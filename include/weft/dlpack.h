@@ -35,9 +35,10 @@ extern "C" {
  * too: weft has no buffers of 0 bytes. On every refusal and every failure
  * t->deleter (when not NULL) is called exactly once before the call returns,
  * as DLPack's consumer contract asks: the tensor is weft's from the call on.
- * The deleter runs on whichever thread retires the buffer's last work
- * (a stream worker, the scheduler, the releasing thread, or close); it must
- * not call into the device (it may free, decref, signal). */
+ * The deleter runs on weft's scheduler thread, on the thread that closes
+ * the device, on the thread of the export deleter that finishes a closed
+ * device's teardown, or (refused) on the caller's; it must not call into the
+ * device (it may free, decref, signal). */
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_from_dlpack(weft_device *dev,
                                                                   weft_stream_id stream,
                                                                   DLManagedTensor *t,
@@ -64,9 +65,10 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_from_dlpack(weft_device *d
  * weft_device_close too (close leaves exported memory alone and the last
  * deleter frees it); it never calls back into the device's work.
  *
- * Errors: InvalidArgument (NULL out or shape with ndim > 0, ndim < 0 or over
- * 32, a negative extent, bits or lanes of 0, a range past the buffer, an
- * overflowing size, a stale handle is NotFound), the read's
+ * Errors: InvalidArgument (NULL device or out, a NULL shape with ndim > 0,
+ * ndim < 0 or over 32, a negative or zero extent, bits or lanes of 0, an
+ * overflowing size, a range past the buffer, an export on a host kernel's own
+ * stream), NotFound (a released, stale or forged handle), the read's
  * Several{Unwritten...} when the range carries a failure, and what the
  * buffer's reservation failed with. *out is NULL on every error. */
 WEFT_API WEFT_MUST_USE_RESULT weft_status
