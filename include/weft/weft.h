@@ -130,8 +130,10 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_source(weft_status st);
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_at(weft_status st, size_t i);
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_root(weft_status st);
 WEFT_API const char *weft_error_chain_at(weft_status st, size_t i);
-/* Unwritten: the launch that failed, "kernel 'NAME' (launch N)" (borrowed);
- * NULL when the failure came from no launch (a failed reservation). */
+/* Unwritten: the launch that failed, "kernel 'NAME' (launch N)", or "launch
+ * 'LABEL' of kernel 'NAME' (launch N)" for a labelled one (weft_launch_ex)
+ * (borrowed); NULL when the failure came from no launch (a failed
+ * reservation). */
 WEFT_API const char *weft_error_origin(weft_status st);
 /* Number of raw frames captured (0 for static fallbacks and parsed errors). */
 WEFT_API size_t weft_error_backtrace_depth(weft_status st);
@@ -438,11 +440,13 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_module_load(weft_device *dev, con
  * |entry| in reports. |params| spells cuLaunchKernel's parameters in order:
  * 'b' is the next binding's device address (its buffer's base plus the
  * binding's offset), '1' '2' '4' '8' the next scalar of that many bytes from
- * the launch's scalar block, laid out like a C struct (each scalar at a
- * multiple of its size). E.g. axpy(float a, const float *x, float *y,
- * unsigned n) is "4bb4" with the scalars struct { float a; unsigned n; }.
- * weft_launch then checks the bindings and scalar bytes against it. At most
- * 64 parameters. */
+ * the launch's scalar block, "{N,A}" the next struct of N bytes aligned to A
+ * passed by value (N 1..4096, a multiple of A; A a power of two up to 256),
+ * laid out like a C struct (each at a multiple of its alignment). E.g.
+ * axpy(float a, const float *x, float *y, unsigned n) is "4bb4" with the
+ * scalars struct { float a; unsigned n; }, and k(float *out, struct { double
+ * lo, hi; int n; } r) is "b{24,8}". weft_launch then checks the bindings and
+ * scalar bytes against it. At most 64 parameters (255 bytes of signature). */
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_kernel_cuda(weft_device *dev, weft_module module,
                                                            const char *entry, const char *params,
                                                            weft_kernel *out);

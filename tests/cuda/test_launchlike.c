@@ -146,6 +146,9 @@ Test(copy_fill, are_memcpy_dtod_and_memset_d8_on_the_stream_with_exact_bytes, .t
     cr_assert_eq(got[i], want, "element %d: %f", i, (double)got[i]);
   }
   free(got);
+  EXPECT_KIND(weft_buffer_copy(e.dev, 0, b, 0, b, 100, 200), WEFT_ERR_INVALID_ARGUMENT, "overlap");
+  EXPECT_KIND(weft_buffer_fill(e.dev, 0, b, N * 4 - 1, 2, 0), WEFT_ERR_INVALID_ARGUMENT,
+              "fill range");
   weft_device_stats s = {0};
   OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.launches_run, 5);
