@@ -382,7 +382,7 @@ static double per(uint64_t v, uint64_t launches) {
 static void w_teardown(void *state, wb_ctx *c) {
   ws *s = state;
   if (!s->skipped) {
-    weft_device_stats st;
+    weft_device_stats st = {0};
     wb_check(weft_device_stats_get(s->dev, &st), "weft_device_stats_get");
     const char *name = wb_name(c);
     if (st.launches_failed || st.launches_skipped)

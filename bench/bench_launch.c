@@ -107,7 +107,7 @@ static uint64_t wl_run_4producers(void *state, uint64_t n, wb_ctx *c) {
 static void wl_teardown(void *state, wb_ctx *c) {
   (void)c;
   wl_state *s = state;
-  weft_device_stats st;
+  weft_device_stats st = {0};
   wb_check(weft_device_stats_get(s->dev, &st), "weft_device_stats_get");
   uint64_t launched = atomic_load(&s->launched);
   if (st.launches_run != launched || st.launches_failed || st.launches_skipped)

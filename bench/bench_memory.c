@@ -790,7 +790,7 @@ static void *rl_resolve(rl_state *s, weft_mem *m) {
 }
 
 static uint64_t pages_of(const weft_mm *mm) {
-  weft_pool_report r[WEFT_MAX_POOL_REPORTS];
+  weft_pool_report r[WEFT_MAX_POOL_REPORTS] = {0};
   size_t n = WEFT_MAX_POOL_REPORTS;
   weft_mm_report(mm, r, &n);
   uint64_t pages = 0;
@@ -986,7 +986,7 @@ static uint64_t cl_run(void *state, uint64_t n, wb_ctx *c) {
 static void cl_teardown(void *state, wb_ctx *c) {
   (void)c;
   cl_state *s = state;
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   wb_check(weft_memory_usage_get(s->dev, &u), "weft_memory_usage_get");
   if (u.number_allocs != s->nlive)
     wb_fatal("buffer create/release: %" PRIu64 " allocations live, expected %" PRIu32,

@@ -126,13 +126,13 @@ typedef struct ws {
   fan_pos fan;
   uint64_t rr;       /* W2: the next launch's index */
   uint64_t launched; /* launches accepted since the device opened */
-  weft_device_stats last;
+  weft_device_stats last = {0};
   unsigned nproducers;          /* W4 */
   uint64_t thread_ns[NSTREAMS]; /* W4: time inside weft_launch, per producer */
 } ws;
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats st;
+  weft_device_stats st = {0};
   wb_check(weft_device_stats_get(dev, &st), "weft_device_stats_get");
   return st;
 }

@@ -81,7 +81,7 @@ int main(void) {
     weft_error_free(st);
     return 0;
   }
-  weft_device_info info;
+  weft_device_info info = {0};
   if ((st = weft_device_info_get(dev, &info))) return fail(st, "device info");
   printf("cuda_axpy: %s, %.1f GiB, driver %d.%d\n", info.name,
          (double)info.total_memory / (1 << 30), info.driver_version / 1000,
@@ -126,7 +126,7 @@ int main(void) {
     if (r % 25 == 0 && !(st = check(0, y, 2.0f * (float)r, host, &bad))) wrong += bad;
   }
   if (st) return fail(st, "replaying");
-  weft_device_stats stats;
+  weft_device_stats stats = {0};
   if ((st = weft_device_stats_get(dev, &stats))) return fail(st, "stats");
   printf("replay: 100 replays of a %zu-launch CUDA graph, x refreshed in place: %s\n",
          weft_capture_launches(cap), wrong ? "WRONG" : "y = 2x every time");

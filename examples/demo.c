@@ -218,7 +218,7 @@ int main(void) {
     printf("  batch %d on stream %d: sum %.3f (host reference %.3f) %s\n", b, b, sums[b], want,
            good ? "ok" : "MISMATCH");
   }
-  weft_device_stats stats;
+  weft_device_stats stats = {0};
   TRY(weft_device_stats_get(d.dev, &stats));
   printf("  %d rounds, %llu launches in %.1f ms (%.2f us per launch); cross-stream waits: %llu "
          "issued, %llu elided; %llu streams\n",

@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
   for (uint32_t lane = 0; lane < weft_taskgraph_lane_count(g); lane++) {
     size_t n = 0;
     for (size_t i = 0; i < weft_taskgraph_node_count(g); i++) {
-      weft_taskgraph_node_info info;
+      weft_taskgraph_node_info info = {0};
       TRY(weft_taskgraph_node(g, (uint32_t)i, &info));
       n += info.lane == lane;
     }
@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
     printf("  %-17s %7.1f us per step (%5.2f us per launch)  %.2fx eager\n", names[how],
            total[how] * 1e6 / TIMED_STEPS, total[how] * 1e6 / (TIMED_STEPS * MLP_STEP_LAUNCHES),
            total[how] / total[EAGER]);
-  weft_device_stats stats;
+  weft_device_stats stats = {0};
   TRY(weft_device_stats_get(dev, &stats));
   printf("  device totals: %llu launches run (%llu replayed); cross-stream waits %llu issued, "
          "%llu elided\n",

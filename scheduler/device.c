@@ -23,6 +23,7 @@
 #include "scheduler/memory_calls.h"
 #include "scheduler/submit.h"
 #include "scheduler/trace.h"
+#include "scheduler/struct_size.h"
 
 const char *weft_version(void) {
   return "0.1.0";
@@ -390,11 +391,17 @@ weft_status weft_device_info_get(weft_device *dev, weft_device_info *out) {
   weft_status st = weft__enter(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
-  memset(out, 0, sizeof(*out));
-  out->max_streams = dev->max_streams;
-  out->memory_align = (uint32_t)weft_storage_alignment(dev->mem.storage);
-  out->capacity = dev->mem.mm_config.device_bytes;
-  dev->backend->vt->info(dev->backend, out);
+  uint32_t size;
+  if ((st = weft__out_struct_size(out->struct_size, sizeof(*out), "weft_device_info", &size)))
+    return st;
+  weft_device_info info; /* filled whole, copied out for the caller's size */
+  memset(&info, 0, sizeof(info));
+  info.max_streams = dev->max_streams;
+  info.memory_align = (uint32_t)weft_storage_alignment(dev->mem.storage);
+  info.capacity = dev->mem.mm_config.device_bytes;
+  dev->backend->vt->info(dev->backend, &info);
+  info.struct_size = size;
+  memcpy(out, &info, size);
   return NULL;
 }
 
@@ -403,10 +410,17 @@ weft_status weft_device_stats_get(weft_device *dev, weft_device_stats *out) {
   weft_status st = weft__enter_blocking(dev, &in);
   if (st) return st;
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  uint32_t size;
+  if ((st = weft__out_struct_size(out->struct_size, sizeof(*out), "weft_device_stats", &size)))
+    return st;
   cmd *c = weft__cmd_new(dev, CMD_STATS, 0);
   if (!c) return weft__oom(sizeof(cmd), "a stats command");
-  c->stats_out = out;
-  return weft__cmd_call(dev, c);
+  weft_device_stats stats; /* the scheduler writes it whole; the caller gets |size| bytes */
+  c->stats_out = &stats;
+  if ((st = weft__cmd_call(dev, c))) return st;
+  stats.struct_size = size;
+  memcpy(out, &stats, size);
+  return NULL;
 }
 
 weft_status weft_device_set_poison_callback(weft_device *dev, weft_poison_fn fn, void *user) {

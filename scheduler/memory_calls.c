@@ -19,6 +19,7 @@
 #include "scheduler/loop.h"
 #include "scheduler/submit.h"
 #include "scheduler/trace.h"
+#include "scheduler/struct_size.h"
 
 typedef enum mem_op {
   MEM_USAGE,
@@ -38,6 +39,7 @@ typedef struct weft_memory_call {
   weft_memory_usage *usage;
   weft_pool_report *reports;
   size_t *n;
+  uint32_t stride; /* REPORT: bytes per element of |reports| (its struct_size) */
   const weft_layout *layout;
   weft_alloc_mode mode;
   bool begin;
@@ -445,11 +447,28 @@ static weft_status install(weft_device *dev, uint32_t slot, const weft_layout *l
   return NULL;
 }
 
+/* Fills the caller's reports: each is written whole into a local and copied
+ * out at the caller's stride, so an older caller's smaller elements are
+ * never overrun. Scheduler thread (its stack holds the local array, as
+ * weft_mm_storage_allocs does). */
+static void report_out(const weft_mm *mm, weft_memory_call *m) {
+  weft_pool_report all[WEFT_MAX_POOL_REPORTS];
+  size_t cap = *m->n, k = WEFT_MAX_POOL_REPORTS;
+  weft_mm_report(mm, all, &k);
+  unsigned char *out = (unsigned char *)m->reports;
+  for (size_t i = 0; i < k && i < cap; i++) {
+    all[i].struct_size = m->stride;
+    all[i].usage.struct_size = sizeof(all[i].usage);
+    memcpy(out + i * m->stride, &all[i], m->stride);
+  }
+  *m->n = k;
+}
+
 static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
   uint32_t slot = weft__slot_of(dev, m->stream);
   weft_status st = NULL;
   switch (m->op) {
-  case MEM_USAGE:
+  case MEM_USAGE: /* into the caller's local (weft_memory_usage_get copies it out) */
     memset(m->usage, 0, sizeof(*m->usage));
     for (uint32_t i = 0; i < dev->max_streams; i++) {
       if (!dev->mem.mms[i]) continue;
@@ -465,7 +484,7 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
       *m->n = 0;
       return NULL;
     }
-    weft_mm_report(dev->mem.mms[slot], m->reports, m->n);
+    report_out(dev->mem.mms[slot], m);
     return NULL;
   case MEM_CLEANUP:
     if (!dev->mem.mms[slot] || weft__capture_cleanup_skipped(dev, slot)) return NULL;
@@ -537,15 +556,32 @@ static weft_status submit_call(weft_device *dev, weft_memory_call *m) {
 
 weft_status weft_memory_usage_get(weft_device *dev, weft_memory_usage *out) {
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
-  weft_memory_call m = {.op = MEM_USAGE, .usage = out};
-  return submit_call(dev, &m);
+  uint32_t size;
+  weft_status st =
+      weft__out_struct_size(out->struct_size, sizeof(*out), "weft_memory_usage", &size);
+  if (st) return st;
+  weft_memory_usage u;
+  weft_memory_call m = {.op = MEM_USAGE, .usage = &u};
+  if ((st = submit_call(dev, &m))) return st;
+  u.struct_size = size;
+  memcpy(out, &u, size);
+  return NULL;
 }
 
 weft_status weft_memory_report_get(weft_device *dev, weft_stream_id stream, weft_pool_report *out,
                                    size_t *n) {
   if (!n) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "n is NULL");
   if (*n && !out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
-  weft_memory_call m = {.op = MEM_REPORT, .stream = stream, .reports = out, .n = n};
+  /* The first element's struct_size sets every element's layout and the
+   * array's stride (an older caller's array is of its older elements). */
+  uint32_t stride = sizeof(*out);
+  if (*n) {
+    weft_status st =
+        weft__out_struct_size(out[0].struct_size, sizeof(*out), "weft_pool_report", &stride);
+    if (st) return st;
+  }
+  weft_memory_call m = {
+      .op = MEM_REPORT, .stream = stream, .reports = out, .n = n, .stride = stride};
   return submit_call(dev, &m);
 }
 

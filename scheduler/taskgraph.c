@@ -22,6 +22,7 @@
 #include "scheduler/inside.h"
 #include "scheduler/launch.h"
 #include "scheduler/submit.h"
+#include "scheduler/struct_size.h"
 
 typedef struct tg_node {
   weft_kernel kernel;
@@ -232,9 +233,17 @@ weft_status weft_taskgraph_node(const weft_taskgraph *g, uint32_t node,
   if (!g || !out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "graph or out is NULL");
   if (node >= g->n)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "node %" PRIu32 " of %" PRIu32, node, g->n);
+  uint32_t size;
+  weft_status st =
+      weft__out_struct_size(out->struct_size, sizeof(*out), "weft_taskgraph_node_info", &size);
+  if (st) return st;
   const tg_node *nd = &g->nodes[node];
-  *out = (weft_taskgraph_node_info){
-      .kernel = nd->kernel, .lane = nd->lane, .ndeps = nd->ndeps, .nbindings = nd->nb};
+  const weft_taskgraph_node_info info = {.struct_size = size,
+                                         .kernel = nd->kernel,
+                                         .lane = nd->lane,
+                                         .ndeps = nd->ndeps,
+                                         .nbindings = nd->nb};
+  memcpy(out, &info, size);
   return NULL;
 }
 

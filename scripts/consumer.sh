@@ -8,7 +8,10 @@
 #   cc with pkg-config --static, libweft.a chosen explicitly (static);
 #   add_subdirectory(<this checkout>) + weft::weft and weft::weft_static.
 # It also checks that pkg-config's cflags carry nothing but the include path
-# and that the static binaries do not need libweft.so. Last, it embeds the
+# and that the static binaries do not need libweft.so. With DLPack it builds a
+# consumer of weft/dlpack.h through pkg-config and find_package(weft COMPONENTS
+# dlpack); a second build without DLPack must install no weft/dlpack.h, keep
+# the consumers working and refuse that component. Last, it embeds the
 # source tree with add_subdirectory (weft not the top-level project) where
 # pkg-config cannot find Criterion: that build must configure without looking
 # for it, put no -Werror on weft's own files, and run both consumers.
@@ -140,6 +143,78 @@ needs_weft_so "$EMBED/consumer_shared" || die "the embedded consumer_shared does
 ! needs_weft_so "$EMBED/consumer_static" || die "the embedded consumer_static needs libweft.so"
 run "$EMBED/consumer_shared"
 run "$EMBED/consumer_static"
+
+# DLPack: the installed weft/dlpack.h, reached through pkg-config and through
+# find_package(weft COMPONENTS dlpack), when weft was built with it.
+cat >"$WORK/dlpack_consumer.c" <<'C'
+#include <stdio.h>
+#include <weft/dlpack.h>
+int main(void) {
+  weft_device *dev = NULL;
+  weft_buffer b;
+  DLManagedTensor *t = NULL;
+  const int64_t shape[1] = {4};
+  const DLDataType f32 = {kDLFloat, 32, 1};
+  const float v[4] = {1, 2, 3, 4};
+  weft_status st = weft_device_open(NULL, &dev);
+  if (!st) st = weft_buffer_create(dev, 0, sizeof(v), &b);
+  if (!st) st = weft_buffer_write(dev, 0, b, 0, v, sizeof(v));
+  if (!st) st = weft_buffer_to_dlpack(dev, 0, b, 0, f32, shape, 1, &t);
+  int ok = !st && ((const float *)t->dl_tensor.data)[3] == 4.0f;
+  if (t) t->deleter(t);
+  weft_error_free(st);
+  weft_device_close(dev);
+  puts(ok ? "dlpack consumer: OK" : "dlpack consumer: FAILED");
+  return ok ? 0 : 1;
+}
+C
+cat >"$WORK/dlpack_cmake.txt" <<'CM'
+cmake_minimum_required(VERSION 3.25)
+project(weft_dlpack_consumer LANGUAGES C)
+find_package(weft 0.1 REQUIRED CONFIG COMPONENTS dlpack)
+add_executable(dlpack_consumer dlpack_consumer.c)
+target_compile_options(dlpack_consumer PRIVATE -Wall -Wextra -Wpedantic -Werror)
+target_link_libraries(dlpack_consumer PRIVATE weft::weft)
+CM
+if [ "$(pkg-config --variable=dlpack weft)" = yes ]; then
+  step "DLPack: weft/dlpack.h through pkg-config and find_package(weft COMPONENTS dlpack)"
+  [ -f "$PREFIX/include/weft/dlpack.h" ] || die "pkg-config says dlpack=yes but weft/dlpack.h is not installed"
+  # shellcheck disable=SC2046
+  "$CC" -std=c11 -Wall -Wextra -Werror -o "$WORK/dlpack_pc" "$WORK/dlpack_consumer.c" \
+    $(pkg-config --cflags --libs weft) -Wl,-rpath,"$LIBDIR"
+  run "$WORK/dlpack_pc"
+  mkdir -p "$WORK/dlpack-src"
+  cp "$WORK/dlpack_consumer.c" "$WORK/dlpack-src/"
+  cp "$WORK/dlpack_cmake.txt" "$WORK/dlpack-src/CMakeLists.txt"
+  cmake -S "$WORK/dlpack-src" -B "$WORK/dlpack-build" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+  cmake --build "$WORK/dlpack-build"
+  run "$WORK/dlpack-build/dlpack_consumer"
+else
+  step "DLPack: weft was built without it (no dlpack/dlpack.h): skipped"
+fi
+
+step "built without DLPack: no weft/dlpack.h, the other consumers unchanged"
+cmake -S . -B "$BUILD-nodlpack" -G Ninja -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF \
+  -DWEFT_BUILD_EXAMPLES=OFF -DWEFT_SANITIZE= -DWEFT_WITH_DLPACK=OFF >/dev/null
+cmake --build "$BUILD-nodlpack" --target weft weft_static
+cmake --install "$BUILD-nodlpack" --prefix "$WORK/nodlpack" >/dev/null
+[ ! -e "$WORK/nodlpack/include/weft/dlpack.h" ] || die "weft/dlpack.h installed by a build without DLPack"
+NODL_PC=$(dirname "$(find "$WORK/nodlpack" -name weft.pc -path '*/pkgconfig/*')")
+[ "$(PKG_CONFIG_PATH=$NODL_PC pkg-config --variable=dlpack weft)" = no ] ||
+  die "weft.pc of a build without DLPack does not say dlpack=no"
+cmake -S "$ROOT/tests/consumer" -B "$WORK/nodlpack-build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$WORK/nodlpack" >/dev/null
+cmake --build "$WORK/nodlpack-build"
+run "$WORK/nodlpack-build/consumer_shared"
+mkdir -p "$WORK/dlpack-src-nodl"
+cp "$WORK/dlpack_consumer.c" "$WORK/dlpack-src-nodl/"
+cp "$WORK/dlpack_cmake.txt" "$WORK/dlpack-src-nodl/CMakeLists.txt"
+if cmake -S "$WORK/dlpack-src-nodl" -B "$WORK/nodlpack-dl" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$WORK/nodlpack" >"$WORK/nodlpack-dl.log" 2>&1; then
+  die "find_package(weft COMPONENTS dlpack) succeeded on a weft built without DLPack"
+fi
+grep -q "dlpack" "$WORK/nodlpack-dl.log" || { cat "$WORK/nodlpack-dl.log"; die "the refusal does not name dlpack"; }
+echo "find_package(weft COMPONENTS dlpack) on a weft without DLPack is refused, naming the component"
 
 [ "${#FAILED[@]}" -eq 0 ] || die "failed: ${FAILED[*]}"
 echo "consumer.sh: every consumer built and ran"

@@ -4,8 +4,12 @@
 set -euo pipefail
 # g++ and libtbb-dev: weft-bench's oneTBB peers (bench/peers/, weft-bench --peers);
 # without them bench/ still builds, and --peers says so.
+# libdlpack-dev: include/weft/dlpack.h (DLPack 0.6); libopenblas-dev: the CBLAS call of
+# examples/native_sgemm.c. Without either weft still builds (without that part).
+# python3-torch is not here (about 220 packages): .ci/run installs it in a step of its
+# own for the torch client test, which says it skipped when torch is absent.
 pkgs=(libck-dev libjemalloc-dev libcriterion-dev pkg-config ninja-build cmake gcc clang
-      libclang-rt-14-dev g++ libtbb-dev)
+      libclang-rt-14-dev g++ libtbb-dev libdlpack-dev libopenblas-dev)
 pkgs+=(libxml2-utils) # xmllint: the well-formedness test of weft-bench --report's HTML and SVG
 missing=()
 for p in "${pkgs[@]}"; do

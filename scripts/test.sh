@@ -20,4 +20,16 @@ else
   ctest --output-on-failure -j2
   # The device suites and stress programs again with the combining scheduler.
   WEFT_SCHEDULER=combining ctest --output-on-failure -j2 -R '^(device_|stress_stress_(submit|replay|close)|examples_)'
+  # The torch client (tests/python): say plainly whether it ran.
+  torch_python=$(sed -n 's/^WEFT_TORCH_PYTHON_FOUND:INTERNAL=//p' CMakeCache.txt)
+  if [ -n "$SAN" ]; then
+    echo "test.sh: SKIPPED the torch client tests (python_torch_interop, examples_torch_interop):" \
+      "a -fsanitize=$SAN libweft.so cannot be loaded into python"
+  elif [ -z "$torch_python" ]; then
+    echo "test.sh: SKIPPED the torch client tests (python_torch_interop, examples_torch_interop):" \
+      "torch is not installed (apt-get install python3-torch, then run this again)"
+  else
+    echo "test.sh: ran the torch client tests with $torch_python" \
+      "(torch $("$torch_python" -c 'import torch; print(torch.__version__)' 2>/dev/null))"
+  fi
 fi

@@ -626,10 +626,16 @@ typedef enum weft_persistent_policy {
 } weft_persistent_policy;
 
 typedef struct weft_memory_usage {
+  uint32_t struct_size; /* the caller's sizeof, or 0 (see "Structs weft writes into") */
   uint64_t number_allocs, bytes_in_use, bytes_padding, bytes_reserved;
 } weft_memory_usage;
 
+/* weft_memory_report_get: the FIRST element's struct_size sets the layout
+ * and stride of the whole array (an older caller's array holds its older,
+ * smaller elements); weft writes that size into every element it fills, and
+ * sizeof(weft_memory_usage) into each embedded |usage|. */
 typedef struct weft_pool_report {
+  uint32_t struct_size; /* the caller's sizeof, or 0 (see "Structs weft writes into") */
   weft_pool_kind kind;
   weft_memory_usage usage;
   uint64_t pages, pages_peak, pages_unmapped, largest_alloc;
@@ -793,6 +799,7 @@ WEFT_API void weft_capture_destroy(weft_capture *cap);
  * live at submission. */
 typedef struct weft_taskgraph weft_taskgraph;
 typedef struct weft_taskgraph_node_info {
+  uint32_t struct_size; /* the caller's sizeof, or 0 (see "Structs weft writes into") */
   weft_kernel kernel;
   uint32_t lane;  /* stream offset from the submission's base */
   uint32_t ndeps; /* direct predecessors */
@@ -885,7 +892,19 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_set_oom_observer(weft_devi
 
 /* ---- statistics ------------------------------------------------------------------------ */
 
+/* Structs weft writes into (weft_device_stats, weft_device_info,
+ * weft_memory_usage, weft_pool_report, weft_taskgraph_node_info) start with
+ * a uint32_t struct_size the caller sets: sizeof the struct it was compiled
+ * with, or 0 for this release's layout (so a zeroed struct works). weft
+ * writes exactly struct_size bytes (the fields that fit, never a byte past
+ * them) and leaves struct_size holding the size it wrote, so a newer library
+ * never writes past an older caller's struct. Only sizes the struct has had
+ * are accepted (field boundaries where a release ended it; so far each has
+ * had one layout: sizeof); any other is InvalidArgument and the struct is
+ * left untouched. An uninitialised struct_size is therefore refused:
+ * declare these structs "= {0}" or set struct_size. */
 typedef struct weft_device_stats {
+  uint32_t struct_size;        /* the caller's sizeof, or 0 */
   uint64_t commands;           /* commands the scheduler processed */
   uint64_t launches;           /* launches accepted */
   uint64_t launches_run;       /* launches whose kernel ran to success */
@@ -929,6 +948,7 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_device_stats_get(weft_device *dev
 
 /* What the device is; fixed at open, answered without a round trip. */
 typedef struct weft_device_info {
+  uint32_t struct_size; /* the caller's sizeof, or 0 (see "Structs weft writes into") */
   weft_backend backend;
   char name[256];        /* "host", or the CUDA device's name */
   uint64_t total_memory; /* CUDA: the device's memory; host: memory_capacity (0: none) */

@@ -247,7 +247,7 @@ typedef struct opener {
 
 static void *open_gate_when_parked(void *arg) {
   opener *o = arg;
-  weft_device_stats st;
+  weft_device_stats st = {0};
   do {
     sched_yield();
     EXPECT_OK(weft_device_stats_get(o->dev, &st));
@@ -284,7 +284,7 @@ static uint64_t launches_formatted(seen *s, uint64_t *waits) {
   pthread_join(t, NULL);
   EXPECT_OK(weft_sync(e.dev, 0));
   uint64_t formatted = weft__log_formatted() - before;
-  weft_device_stats st;
+  weft_device_stats st = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &st));
   *waits = st.backpressure_waits;
   uint64_t got = 0;

@@ -199,7 +199,7 @@ static void cenv_close(cenv *e) {
 }
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   OK(weft_device_stats_get(dev, &s));
   return s;
 }
@@ -345,7 +345,7 @@ Test(open, info_names_the_device_its_memory_and_the_driver, .timeout = 30) {
   cenv_options(&e);
   e.opts.memory_capacity = 256u << 20;
   cenv_open(&e);
-  weft_device_info info;
+  weft_device_info info = {0};
   OK(weft_device_info_get(e.dev, &info));
   cr_assert_eq(info.backend, WEFT_BACKEND_CUDA);
   cr_assert_gt(strlen(info.name), 0);
@@ -881,7 +881,7 @@ Test(memory, a_cleanup_gives_free_pages_back_to_the_driver, .timeout = 60) {
   cr_assert_gt(held, 0);
   for (int i = 0; i < 8; i++) OK(weft_buffer_release(e.dev, b[i]));
   OK(weft_memory_cleanup(e.dev, 1));
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   OK(weft_memory_usage_get(e.dev, &u));
   cr_assert_eq(u.bytes_reserved, 0, "%" PRIu64 " bytes still reserved", u.bytes_reserved);
   cr_assert_eq(fstat("live_bytes"), 0, "the driver still holds %" PRIu64 " of %" PRIu64 " bytes",
@@ -912,7 +912,7 @@ Test(memory, a_dry_run_allocates_nothing_in_the_driver_until_a_read_needs_it, .t
   OK(weft_sync(e.dev, 0));
   cr_assert_eq(fstat("mem_alloc_calls"), allocs, "a dry run allocated device memory");
   cr_assert_eq(fstat("kernels_run"), kernels, "a kernel ran in a dry run");
-  weft_pool_report r[WEFT_MAX_POOL_REPORTS];
+  weft_pool_report r[WEFT_MAX_POOL_REPORTS] = {0};
   size_t n = WEFT_MAX_POOL_REPORTS;
   OK(weft_memory_report_get(e.dev, 1, r, &n));
   uint64_t in_use = 0;
@@ -1782,7 +1782,7 @@ Test(import, a_wrapped_device_pointer_is_used_in_place_and_released_once, .timeo
   fill(&e, 1, wrap, N, 6.0f);
   OK(weft_sync(e.dev, 1));
   expect_all(&e, 0, owner, 0, N, 6.0f, "the kernel wrote the wrapped CUdeviceptr");
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   OK(weft_memory_usage_get(e.dev, &u));
   cr_assert_eq(u.number_allocs, 1, "the import counted in a pool");
   OK(weft_buffer_release(e.dev, wrap));

@@ -149,7 +149,7 @@ Test(copy_fill, are_memcpy_dtod_and_memset_d8_on_the_stream_with_exact_bytes, .t
   EXPECT_KIND(weft_buffer_copy(e.dev, 0, b, 0, b, 100, 200), WEFT_ERR_INVALID_ARGUMENT, "overlap");
   EXPECT_KIND(weft_buffer_fill(e.dev, 0, b, N * 4 - 1, 2, 0), WEFT_ERR_INVALID_ARGUMENT,
               "fill range");
-  weft_device_stats s;
+  weft_device_stats s = {0};
   OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.launches_run, 5);
   cenv_close(&e);

@@ -83,7 +83,7 @@ Test(backpressure, eight_producers_over_a_small_cap_lose_nothing, .timeout = 120
     cr_assert_eq(got, (uint64_t)N, "producer %d: %llu of %d launches ran", i,
                  (unsigned long long)got, N);
   }
-  weft_device_stats st;
+  weft_device_stats st = {0};
   OK(weft_device_stats_get(dev, &st));
   cr_assert_eq(atomic_load(&calls), (uint64_t)P * N);
   /* Producers that saw room at the same moment may overshoot by one each. */
@@ -183,7 +183,7 @@ Test(backpressure, an_unrelated_stream_keeps_flowing_while_another_is_blocked, .
   OK(weft_launch(dev, 0, gk, g, g, NULL, 0, NULL, 0));
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, flood, &f), 0);
-  weft_device_stats st;
+  weft_device_stats st = {0};
   do { /* the flooder parks: stream 0's budget is full */
     sched_yield();
     OK(weft_device_stats_get(dev, &st));

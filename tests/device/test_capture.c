@@ -186,7 +186,7 @@ Test(window, warm_up_keeps_released_memory_until_begin, .timeout = 60) {
   weft_buffer t = make_buffer(e.dev, 0);
   set(e.dev, &k, 0, t, 1, 0);
   EXPECT_OK(weft_sync(e.dev, 0));
-  weft_memory_usage before, held, after;
+  weft_memory_usage before = {0}, held = {0}, after = {0};
   EXPECT_OK(weft_memory_usage_get(e.dev, &before));
   EXPECT_OK(weft_buffer_release(e.dev, t)); /* a warm-up temporary */
   EXPECT_OK(weft_memory_usage_get(e.dev, &held));
@@ -261,7 +261,7 @@ Test(window, no_host_sync_inside_and_cleanup_is_a_no_op, .timeout = 60) {
   weft_capture *cap = prepare_on(e.dev, 0);
   EXPECT_OK(weft_sync(e.dev, 0)); /* warm-up may sync */
   EXPECT_OK(weft_capture_begin(cap));
-  weft_memory_usage before, after;
+  weft_memory_usage before = {0}, after = {0};
   EXPECT_OK(weft_memory_usage_get(e.dev, &before));
   EXPECT_OK(weft_memory_cleanup(e.dev, 0));
   EXPECT_OK(weft_memory_usage_get(e.dev, &after));
@@ -766,7 +766,7 @@ Test(replay, a_failure_in_the_tenth_of_twenty_replays_in_flight_taints_as_eager_
   /* Eagerly: 20 rounds behind a gate, the 10th round's y += 1 fails. */
   weft_binding gb = {g, 0, WEFT_WHOLE, WEFT_READ_WRITE};
   uint64_t failing[2];
-  weft_device_stats before[2], after[2];
+  weft_device_stats before[2] = {0}, after[2] = {0};
   for (int way = 0; way < 2; way++) {
     EXPECT_OK(weft_sync(e.dev, 0));
     EXPECT_OK(weft_sync(e.dev, 1));

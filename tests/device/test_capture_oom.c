@@ -52,7 +52,7 @@ static weft_status nop_kernel(const weft_kernel_ctx *ctx, void *user) {
 }
 
 static uint64_t captures_live(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   weft_status st = weft_device_stats_get(dev, &s);
   cr_assert_null(st, "stats: %s", weft_error_message(st));
   return s.captures_live;

@@ -200,7 +200,7 @@ static void run_clients(void *(*fn)(void *), bool share_streams, uint32_t max_st
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
   pthread_barrier_destroy(&start);
   assert_no_note();
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.launches_failed, 0);
   cr_assert_eq(s.launches_skipped, 0);
@@ -456,7 +456,7 @@ Test(concurrency, racing_releases_of_one_handle_succeed_exactly_once, .timeout =
     cr_assert_eq(atomic_load(&wins[i]), 1, "buffer %d released %d times", i, atomic_load(&wins[i]));
   cr_assert_eq(atomic_load(&not_found), N * (R - 1));
   for (weft_stream_id s = 0; s < 4; s++) EXPECT_OK(weft_sync(e.dev, s));
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.buffers_live, 0);
   env_close(&e);
@@ -578,7 +578,7 @@ Test(close, with_unreleased_buffers_frees_them, .timeout = 120) {
       EXPECT_OK(weft_buffer_write(e.dev, (weft_stream_id)i + 1, b[i], 0, bytes, 64));
     }
   }
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.buffers_live, 300);
   for (int i = 0; i < 300; i += 7) EXPECT_OK(weft_buffer_release(e.dev, b[i]));

@@ -43,7 +43,7 @@ static void expect_kind(weft_status st, weft_error_kind kind, const char *needle
 #define EXPECT_KIND(call, kind, needle) expect_kind((call), (kind), (needle), __LINE__)
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   return s;
 }

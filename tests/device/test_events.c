@@ -141,7 +141,7 @@ Test(events, stream_wait_event_orders_a_stream_after_another_with_no_buffer_in_c
   weft_buffer a, b;
   EXPECT_OK(weft_buffer_create(e.dev, 0, 64, &a));
   EXPECT_OK(weft_buffer_create(e.dev, 1, 64, &b));
-  weft_device_stats before, after;
+  weft_device_stats before = {0}, after = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &before));
   launch_on(e.dev, 0, first, a);
   weft_event ev;

@@ -28,7 +28,7 @@
 
 /* Closes the device (buffers never released included): nothing may leak. */
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   return s;
 }
@@ -820,9 +820,9 @@ Test(poison, every_later_call_returns_device_poisoned, .timeout = 30) {
   uint8_t bytes[64] = {0};
   weft_buffer nb;
   weft_kernel nk;
-  weft_device_stats s;
-  weft_memory_usage usage;
-  weft_pool_report reports[4];
+  weft_device_stats s = {0};
+  weft_memory_usage usage = {0};
+  weft_pool_report reports[4] = {0};
   size_t nrep = 4;
   weft_binding bd = {b, 0, WEFT_WHOLE, WEFT_WRITE};
   weft_layout layout = {.kind = WEFT_LAYOUT_EXCLUSIVE_PAGES};

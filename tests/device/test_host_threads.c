@@ -52,7 +52,7 @@ Test(host_threads, one_thread_runs_four_streams_with_cross_stream_reads, .timeou
   for (int s = 0; s < 4; s++) add(dev, &k, (weft_stream_id)s, x[(s + 1) % 4], y[s], 1000, 0);
   for (int s = 0; s < 4; s++)
     expect_all(dev, (weft_stream_id)s, y[s], (uint32_t)((s + 1) % 4) + 50 + 1000, "y");
-  weft_device_stats st;
+  weft_device_stats st = {0};
   EXPECT_OK(weft_device_stats_get(dev, &st));
   cr_assert_eq(st.streams_created, 4);
   cr_assert_geq(st.cross_stream_waits, 1);

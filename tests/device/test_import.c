@@ -91,7 +91,7 @@ Test(import, kernels_and_reads_use_the_callers_bytes_in_place) {
   EXPECT_OK(weft_sync(e.dev, 1));
   cr_assert_eq(mine[10], 9);
   /* No pool holds it. */
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   EXPECT_OK(weft_memory_usage_get(e.dev, &u));
   cr_assert_eq(u.bytes_in_use, 0);
   cr_assert_eq(u.number_allocs, 0);
@@ -120,7 +120,7 @@ Test(import, the_callback_waits_for_the_last_work_that_uses_the_bytes) {
   cr_assert_eq(atomic_load(&released), 0, "released while a kernel still used the bytes");
   atomic_store(&g.open, 1);
   EXPECT_OK(weft_sync(e.dev, 0));
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &s)); /* a retirement pass after the sync */
   cr_assert_eq(atomic_load(&released), 1);
   cr_assert_eq(mine[0], 1);
@@ -255,7 +255,7 @@ Test(buffer_address, is_the_reserved_address_or_the_reservations_error) {
   EXPECT_OK(weft_buffer_create(e.dev, 0, 4096, &good));
   EXPECT_OK(weft_buffer_address(e.dev, good, &addr));
   cr_assert_neq(addr, 0);
-  weft_device_info info;
+  weft_device_info info = {0};
   EXPECT_OK(weft_device_info_get(e.dev, &info));
   cr_assert_eq(addr % info.memory_align, 0);
   uint8_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};

@@ -24,7 +24,7 @@
 /* ---- helpers --------------------------------------------------------------------------- */
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   return s;
 }

@@ -110,7 +110,7 @@ Test(launch_ex, bad_descriptors_are_refused, .timeout = 60) {
   d = desc_of(k, 0, NULL, 1, NULL);
   EXPECT_KIND(weft_launch_ex(e.dev, &d), WEFT_ERR_INVALID_ARGUMENT, "bindings is NULL");
   EXPECT_OK(weft_sync(e.dev, 0));
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.launches, 0);
   env_close(&e);
@@ -224,7 +224,7 @@ typedef struct opener {
 
 static void *open_gate_when_parked(void *arg) {
   opener *o = arg;
-  weft_device_stats st;
+  weft_device_stats st = {0};
   do {
     sched_yield();
     EXPECT_OK(weft_device_stats_get(o->dev, &st));
@@ -282,7 +282,7 @@ Test(zero_alloc, labelled_launches_copies_and_fills_allocate_nothing_once_warm, 
   weft_alloc_counts after = weft_counting_allocator_counts(e.ca);
   cr_assert_eq(after.allocs, before.allocs, "%" PRIu64 " allocations over %d rounds once warm",
                after.allocs - before.allocs, ROUNDS);
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.launches_failed + s.launches_skipped, 0);
   cr_assert_eq(s.launches_run, 1 + 3 * (2 * CAP + 2 * ROUNDS));

@@ -49,7 +49,7 @@ static void expect_open_fails(env *e, weft_error_kind kind, const char *what) {
 }
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   return s;
 }
@@ -107,7 +107,7 @@ static weft_memory_usage usage_sum(const weft_pool_report *r, size_t n) {
 }
 
 static weft_memory_usage usage_of(weft_device *dev) {
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   EXPECT_OK(weft_memory_usage_get(dev, &u));
   return u;
 }
@@ -233,7 +233,7 @@ Test(memory_api, usage_sums_every_stream_and_reports_follow_creates_releases_and
   e.opts.memory_layout = &layout;
   env_open(&e);
   weft_device *dev = e.dev;
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
 
   /* Questions on a stream that never allocated: 0 pools, nothing created. */
   weft_device_stats s0 = stats_of(dev);
@@ -310,8 +310,9 @@ Test(memory_api, usage_sums_every_stream_and_reports_follow_creates_releases_and
   cr_assert_eq(u.bytes_reserved, 3 * 64 * KiB + s1u.bytes_reserved - 64 * KiB);
 
   /* A report into a short array: the count of all, only the capacity written. */
-  weft_pool_report shortr[4];
+  weft_pool_report shortr[4] = {0};
   memset(shortr, 0xAB, sizeof(shortr));
+  shortr[0].struct_size = sizeof(shortr[0]); /* the first element's sets the layout */
   size_t cap = 2;
   EXPECT_OK(weft_memory_report_get(dev, 0, shortr, &cap));
   cr_assert_eq(cap, 4, "a short report must tell how many pools there are");
@@ -364,7 +365,7 @@ Test(memory_api, buffer_lives_in_the_manager_of_the_stream_that_created_it, .tim
   weft_device *dev = e.dev;
   _Atomic uint32_t calls = 0;
   weft_kernel k = make_kernel(dev, "inc", inc_kernel, &calls);
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
 
   weft_buffer b = make_buffer(dev, 1, 4096);
   uint32_t host[1024];
@@ -421,7 +422,7 @@ Test(memory_api, install_layout_is_refused_while_live_and_used_by_streams_create
   e.opts.max_streams = 8;
   env_open(&e);
   weft_device *dev = e.dev;
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
 
   /* Stream 1 has a manager (with layout 1) before the install. */
   weft_buffer t = make_buffer(dev, 1, 100);
@@ -550,7 +551,7 @@ Test(memory_api, install_layout_rejects_invalid_layouts_at_open_and_leaks_nothin
   memset(heap, 0, sizeof(*heap));
   free(heap);
   weft_buffer b = make_buffer(e.dev, 0, 100);
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
   size_t n = report_of(e.dev, 0, r);
   cr_assert_eq(n, 3);
   cr_assert_eq(r[0].page_size, 32 * KiB);
@@ -563,7 +564,7 @@ Test(memory_api, install_layout_rejects_invalid_layouts_at_open_and_leaks_nothin
 /* Where the last |n| reports say allocations are: dynamic, persistent, dedicated. */
 static void expect_placement(weft_device *dev, weft_stream_id stream, uint64_t dyn, uint64_t pers,
                              uint64_t ded, int line) {
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
   size_t n = report_of(dev, stream, r);
   cr_assert_geq(n, 2, "line %d: no persistent and dedicated pools", line);
   size_t p = find_kind(r, n, WEFT_POOL_PERSISTENT);
@@ -606,7 +607,7 @@ Test(memory_api, modes_open_and_close_persistent_and_dedicated_windows, .timeout
   EXPECT_OK(weft_memory_mode(dev, 0, WEFT_ALLOC_DEDICATED));
   bufs[nb++] = make_buffer(dev, 0, 5000);
   EXPECT_PLACEMENT(dev, 0, 2, 2, 1);
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
   size_t n = report_of(dev, 0, r);
   cr_assert_eq(r[n - 1].kind, WEFT_POOL_DIRECT);
   cr_assert_eq(r[n - 1].usage.bytes_in_use, 5000);
@@ -659,7 +660,7 @@ Test(memory_api, dry_run_reserves_unmapped_pages_and_drops_launches_and_writes, 
   weft_device *dev = e.dev;
   _Atomic uint32_t calls = 0;
   weft_kernel k = make_kernel(dev, "inc", inc_kernel, &calls);
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
 
   /* A real buffer with real contents before the dry run. */
   weft_buffer w = make_buffer(dev, 0, 4096);
@@ -884,7 +885,7 @@ Test(memory_api, dry_run_measure_then_cap_planning_cycle_through_the_api, .timeo
   EXPECT_OK(weft_memory_dry_run(e.dev, true));
   size_t nlive = plan_workload(e.dev, k, false, live);
   EXPECT_OK(weft_memory_dry_run(e.dev, false));
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
   size_t n = report_of(e.dev, 0, r);
   cr_assert_eq(n, 3);
   uint64_t peak = r[0].pages_peak;
@@ -1060,7 +1061,7 @@ Test(memory_api, an_explicit_cleanup_counts_the_allocations_it_relocates, .timeo
   EXPECT_OK(weft_sync(e.dev, 0));
   uint64_t before = stats_of(e.dev).relocations;
   EXPECT_OK(weft_memory_cleanup(e.dev, 0));
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
   size_t n = report_of(e.dev, 0, r);
   for (size_t i = 0; i < n; i++)
     cr_assert(!r[i].outdated || r[i].usage.number_allocs == 0,
@@ -1132,7 +1133,7 @@ Test(memory_api, reclaim_ladder_reuses_released_pages_of_the_same_and_other_stre
   s = stats_of(dev);
   cr_assert_eq(s.reclaims, 2, "the cross-stream create did not go through the ladder");
   cr_assert_eq(s.reclaims_rescued, 1);
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
   size_t n = report_of(dev, 1, r);
   cr_assert_eq(usage_sum(r, n).number_allocs, 1, "z lives on stream 1");
   cr_assert_eq(usage_of(dev).bytes_reserved, HOGS * MiB);
@@ -1188,11 +1189,11 @@ static uint64_t reclaim_cb(void *user, weft_stream_id stream, uint64_t bytes) {
   p->sync_kind = kind_free(weft_sync(p->dev, 0));
   uint8_t byte;
   p->read_kind = kind_free(weft_buffer_read(p->dev, 0, p->other, 0, &byte, 1));
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   p->usage_kind = kind_free(weft_memory_usage_get(p->dev, &u));
   size_t n = 0;
   p->report_kind = kind_free(weft_memory_report_get(p->dev, 0, NULL, &n));
-  weft_device_stats s;
+  weft_device_stats s = {0};
   p->stats_kind = kind_free(weft_device_stats_get(p->dev, &s));
   /* A release takes effect at once. */
   p->release_kind = kind_free(weft_buffer_release(p->dev, p->victim));
@@ -1230,7 +1231,7 @@ Test(memory_api, reclaim_callback_releases_a_hog_and_rescues_the_create, .timeou
   cr_assert_eq(s.reclaims_rescued, 1);
   /* The victim's handle is dead. */
   EXPECT_KIND(weft_buffer_release(dev, hogs[2]), WEFT_ERR_NOT_FOUND);
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
   size_t n = report_of(dev, 0, r);
   cr_assert_eq(usage_sum(r, n).number_allocs, HOGS - 1);
   n = report_of(dev, 1, r);
@@ -1432,7 +1433,7 @@ Test(memory_api, persistent_memory_option_rejects_invalid_values_and_enforced_go
   weft_buffer c = make_buffer(dev, 2, 1000);
   EXPECT_PLACEMENT(dev, 0, 0, 2, 0);
   EXPECT_PLACEMENT(dev, 2, 0, 1, 0);
-  weft_pool_report r[MAX_REPORTS];
+  weft_pool_report r[MAX_REPORTS] = {0};
   size_t n = report_of(dev, 0, r);
   cr_assert_eq(r[0].pages, 0, "an AUTO buffer under ENFORCED took a sliced page");
   /* An explicit AUTO changes nothing under ENFORCED. */

@@ -112,7 +112,7 @@ static const jnode *slice_of(const jnode *root, uint64_t id, uint64_t *stream) {
 }
 
 static void expect_totals_equal_usage(weft_device *dev, const jnode *root) {
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   EXPECT_OK(weft_memory_usage_get(dev, &u));
   const jnode *t = jget(root, "usage");
   cr_assert_eq(jget_u64(t, "number_allocs"), u.number_allocs);
@@ -449,7 +449,7 @@ Test(memory_snapshot, a_reservation_the_reclaim_callback_rescues_is_not_reported
   EXPECT_OK(weft_buffer_create(e.dev, 1, 2 * MiB, &b));
   EXPECT_OK(weft_sync(e.dev, 1));
   cr_assert_eq(s.calls, 0);
-  weft_device_stats st;
+  weft_device_stats st = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &st));
   cr_assert_eq(st.reclaims_rescued, 1);
   EXPECT_OK(weft_buffer_release(e.dev, b));

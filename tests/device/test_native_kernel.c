@@ -123,7 +123,7 @@ Test(native, bad_registrations_and_launch_shapes_are_refused, .timeout = 60) {
               "kernel 'scale' is not a module kernel");
   EXPECT_OK(weft_sync(e.dev, 0));
   cr_assert_eq(atomic_load(&s.calls), 0);
-  weft_device_stats st;
+  weft_device_stats st = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &st));
   cr_assert_eq(st.launches, 0);
   env_close(&e);
@@ -157,7 +157,7 @@ Test(native, an_error_it_returns_fails_the_launch_and_a_tainted_input_skips_it, 
   weft_error_free(st);
   cr_assert_eq(atomic_load(&bad.calls), 1);
   cr_assert_eq(atomic_load(&good.calls), 0, "a skipped native kernel was called");
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.launches_failed, 1);
   cr_assert_eq(s.launches_skipped, 1);

@@ -86,13 +86,13 @@ static void expect_read_root(weft_device *dev, weft_stream_id stream, weft_buffe
   expect_read_root((dev), (stream), (b), (kind), __LINE__)
 
 static weft_memory_usage usage_of(weft_device *dev) {
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   EXPECT_OK(weft_memory_usage_get(dev, &u));
   return u;
 }
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   return s;
 }
@@ -313,7 +313,7 @@ static uint64_t calls_cb(void *user, weft_stream_id stream, uint64_t bytes) {
   p->read = kind_free(weft_buffer_read(dev, 0, p->live, 0, &byte, 1));
   p->sync = kind_free(weft_sync(dev, 0));
   p->cleanup = kind_free(weft_memory_cleanup(dev, 0));
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   p->usage = kind_free(weft_memory_usage_get(dev, &u));
   p->check = kind_free(weft_check(dev, &p->live, 1));
   p->set_reclaim = kind_free(weft_memory_set_reclaim(dev, NULL, NULL));

@@ -51,9 +51,9 @@ Test(stream_pool, slots_are_created_lazily_and_questions_never_create_one, .time
   env_open(&e);
   cr_assert_eq(stats_of(e.dev).streams_created, 0, "opening creates no stream");
   weft_buffer x = make_buffer(e.dev, 2);
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   EXPECT_OK(weft_memory_usage_get(e.dev, &u));
-  weft_pool_report rep[16];
+  weft_pool_report rep[16] = {0};
   size_t n = 16;
   EXPECT_OK(weft_memory_report_get(e.dev, 6, rep, &n));
   EXPECT_OK(weft_sync(e.dev, 3));

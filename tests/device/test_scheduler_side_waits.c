@@ -189,7 +189,7 @@ Test(scheduler_side_waits, a_capture_destroyed_from_the_reclaim_callback_does_no
   ok(weft_sync(dev, 0), "sync after the ladder");
   cr_expect_eq(p.calls, 1, "the callback ran once");
   cr_expect_null(p.cap, "the callback destroyed the capture");
-  weft_device_stats st;
+  weft_device_stats st = {0};
   ok(weft_device_stats_get(dev, &st), "stats");
   cr_expect_eq(st.captures_live, 0, "the destroyed capture is gone");
   weft_device_close(dev);

@@ -49,7 +49,7 @@ Test(small_buffers, a_buffer_on_a_huge_device_reserves_a_page_bounded_by_its_siz
       EXPECT_OK(weft_memory_dry_run(e.dev, true));
       weft_buffer b;
       EXPECT_OK(weft_buffer_create(e.dev, 0, sizes[s], &b));
-      weft_memory_usage u;
+      weft_memory_usage u = {0};
       EXPECT_OK(weft_memory_usage_get(e.dev, &u));
       cr_assert_eq(u.number_allocs, 1);
       cr_assert_eq(u.bytes_in_use, sizes[s]);
@@ -59,7 +59,7 @@ Test(small_buffers, a_buffer_on_a_huge_device_reserves_a_page_bounded_by_its_siz
                     capacities[c], sizes[s], u.bytes_reserved, bound_for(sizes[s]));
 
       /* One page, in a sliced rung of the ladder, and only an identity. */
-      weft_pool_report r[MAX_REPORTS];
+      weft_pool_report r[MAX_REPORTS] = {0};
       size_t n = MAX_REPORTS;
       EXPECT_OK(weft_memory_report_get(e.dev, 0, r, &n));
       cr_assert_leq(n, MAX_REPORTS, "capacity %" PRIu64 ": %zu pools", capacities[c], n);
@@ -99,7 +99,7 @@ Test(small_buffers, a_small_buffer_on_a_huge_device_is_real_and_small) {
   EXPECT_OK(weft_buffer_write(e.dev, 0, b, 0, in, sizeof in));
   EXPECT_OK(weft_buffer_read(e.dev, 0, b, 0, out, sizeof out));
   cr_assert_arr_eq(in, out, sizeof in);
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   EXPECT_OK(weft_memory_usage_get(e.dev, &u));
   cr_assert_leq(u.bytes_reserved, 32 * MiB, "177 bytes reserve %" PRIu64 " bytes",
                 u.bytes_reserved);

@@ -59,7 +59,7 @@ Test(dependencies, every_hazard_kind_makes_an_edge_and_two_readers_do_not, .time
   cr_assert(has_edge(g, n1, n4), "write-after-write on y");
   cr_assert(!has_edge(g, n0, n4) && !has_edge(g, n2, n4), "n4 shares nothing else");
   cr_assert_eq(weft_taskgraph_edge_count(g), 6);
-  weft_taskgraph_node_info info;
+  weft_taskgraph_node_info info = {0};
   EXPECT_OK(weft_taskgraph_node(g, n3, &info));
   cr_assert_eq(info.ndeps, 3);
   cr_assert_eq(info.nbindings, 1);
@@ -113,12 +113,12 @@ Test(lanes, independent_chains_get_their_own_lanes_and_a_chain_keeps_one, .timeo
   weft_binding join[3] = {bd(a, 0, WEFT_WHOLE, WEFT_READ), bd(b, 0, WEFT_WHOLE, WEFT_READ),
                           bd(c, 0, WEFT_WHOLE, WEFT_WRITE)};
   uint32_t j = add_node(g, k.sum, join, 3, 0);
-  weft_taskgraph_node_info ia, ib, ij;
+  weft_taskgraph_node_info ia = {0}, ib = {0}, ij = {0};
   EXPECT_OK(weft_taskgraph_node(g, chain_a[0], &ia));
   EXPECT_OK(weft_taskgraph_node(g, chain_b[0], &ib));
   cr_assert_neq(ia.lane, ib.lane, "independent chains on different lanes");
   for (int i = 1; i < 3; i++) {
-    weft_taskgraph_node_info x;
+    weft_taskgraph_node_info x = {0};
     EXPECT_OK(weft_taskgraph_node(g, chain_a[i], &x));
     cr_assert_eq(x.lane, ia.lane, "a chain stays on its lane");
     EXPECT_OK(weft_taskgraph_node(g, chain_b[i], &x));
@@ -136,7 +136,7 @@ Test(lanes, independent_chains_get_their_own_lanes_and_a_chain_keeps_one, .timeo
   }
   cr_assert_eq(weft_taskgraph_lane_count(g), 4);
   for (size_t i = 0; i < weft_taskgraph_node_count(g); i++) {
-    weft_taskgraph_node_info x;
+    weft_taskgraph_node_info x = {0};
     EXPECT_OK(weft_taskgraph_node(g, (uint32_t)i, &x));
     cr_assert_lt(x.lane, 4);
   }
@@ -343,7 +343,7 @@ Test(bad_input, every_call_refuses_bad_arguments_and_a_stale_buffer_queues_nothi
   cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_NOT_FOUND, "an unknown kernel");
   weft_error_free(st);
   cr_assert_eq(weft_taskgraph_node_count(g), 0, "refused nodes leave the graph unchanged");
-  weft_taskgraph_node_info info;
+  weft_taskgraph_node_info info = {0};
   st = weft_taskgraph_node(g, 0, &info);
   cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_INVALID_ARGUMENT);
   weft_error_free(st);

@@ -44,7 +44,7 @@ static void launch(weft_device *dev, weft_stream_id s, weft_kernel k, weft_buffe
 }
 
 static weft_device_stats stats(weft_device *dev) {
-  weft_device_stats st;
+  weft_device_stats st = {0};
   memset(&st, 0, sizeof(st));
   EXPECT_OK(weft_device_stats_get(dev, &st));
   return st;

@@ -42,7 +42,7 @@ Test(wakeups, a_long_kernel_after_a_completed_task_is_no_recovery, .timeout = 60
     EXPECT_OK(weft_launch(e.dev, 0, k, one, one, NULL, 0, &long_ms, sizeof(long_ms)));
     EXPECT_OK(weft_sync(e.dev, 0));
   }
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &s));
   cr_assert_eq(s.launches_run, 4);
   cr_assert_eq(s.wakeups_recovered, 0, "a correct run counted %" PRIu64 " recovered wake-ups",

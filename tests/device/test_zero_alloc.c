@@ -71,7 +71,7 @@ typedef struct opener {
 
 static void *open_gate_when_parked(void *arg) {
   opener *o = arg;
-  weft_device_stats st;
+  weft_device_stats st = {0};
   do {
     sched_yield();
     OK(weft_device_stats_get(o->dev, &st));
@@ -115,7 +115,7 @@ static void one_producer(bool traced) {
     for (int j = 0; j < BATCH; j++) OK(weft_launch(dev, 0, k, g, g, bd, 3, NULL, 0));
     OK(weft_sync(dev, 0));
   }
-  weft_device_stats st;
+  weft_device_stats st = {0};
   OK(weft_device_stats_get(dev, &st));
   weft_alloc_counts before = weft_counting_allocator_counts(ca);
   for (int i = 0; i < N / BATCH; i++) {
@@ -235,7 +235,7 @@ Test(zero_alloc, four_producers_on_four_crossing_streams_allocate_nothing_once_w
   pthread_barrier_destroy(&phase);
   cr_assert_eq(after.allocs, before.allocs, "%llu allocations over %d launches once warm",
                (unsigned long long)(after.allocs - before.allocs), P * ROUNDS * BATCH4);
-  weft_device_stats st;
+  weft_device_stats st = {0};
   OK(weft_device_stats_get(dev, &st));
   cr_assert_eq(st.launches_failed + st.launches_skipped, 0);
   cr_assert_gt(st.cross_stream_waits, 0, "the streams never waited for one another");

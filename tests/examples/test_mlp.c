@@ -28,7 +28,7 @@
 /* ---- helpers --------------------------------------------------------------------------- */
 
 static weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   return s;
 }
@@ -818,7 +818,7 @@ Test(lifetime, destroy_leaves_no_buffer_and_no_byte_behind, .timeout = 120) {
     weft_device_stats ds = stats_of(e.dev);
     cr_assert_eq(ds.buffers_live, 0, "round %d: %" PRIu64 " buffers live", round, ds.buffers_live);
     cr_assert_eq(ds.failures_live, 0);
-    weft_memory_usage u;
+    weft_memory_usage u = {0};
     EXPECT_OK(weft_memory_usage_get(e.dev, &u));
     cr_assert_eq(u.bytes_in_use, 0, "round %d: %" PRIu64 " bytes in use", round, u.bytes_in_use);
     cr_assert_eq(u.number_allocs, 0);

@@ -1004,7 +1004,7 @@ Test(invariant, i22_capture_is_doomed_by_a_failed_or_skipped_launch) {
                      weft_error_message(st));
   weft_error_free(st);
 
-  weft_device_stats s;
+  weft_device_stats s = {0};
   cr_assert_null(weft_device_stats_get(dev, &s));
   char spec[64];
   snprintf(spec, sizeof(spec), "launch#%" PRIu64 "=Unknown", s.launches + 1);

@@ -1000,7 +1000,7 @@ static void op_release(model *m) {
 static void op_sync_all(model *m) {
   tracef(m, "sync every stream, compare the statistics");
   for (weft_stream_id s = 0; s < SLOTS; s++) must_ok(m, weft_sync(m->dev, s), "weft_sync");
-  weft_device_stats st;
+  weft_device_stats st = {0};
   must_ok(m, weft_device_stats_get(m->dev, &st), "weft_device_stats_get");
   uint64_t live = live_failures(m);
   if (st.failures_live != live)
@@ -1179,7 +1179,7 @@ static void program(uint64_t seed, uint32_t steps) {
     }
   tracef(m, "release everything");
   op_sync_all(m);
-  weft_device_stats st;
+  weft_device_stats st = {0};
   must_ok(m, weft_device_stats_get(m->dev, &st), "weft_device_stats_get");
   if (st.failures_live != 0 || st.buffers_live != 0)
     MFAIL(m, "every buffer released: failures_live %" PRIu64 ", buffers_live %" PRIu64,

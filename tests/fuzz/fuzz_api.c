@@ -744,7 +744,7 @@ static void op_check(model *m, fz *f) {
 }
 
 static void op_stats(model *m) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   weft_status st = weft_device_stats_get(m->dev, &s);
   if (!expect_ok(st, "stats", m)) return;
   uint64_t caps = 0;
@@ -767,7 +767,7 @@ static void op_memory(model *m, fz *f) {
   weft_stream_id s = pick_stream(m, f);
   switch (fz_u8(f) % 4) {
   case 0: {
-    weft_memory_usage u;
+    weft_memory_usage u = {0};
     weft_status st = weft_memory_usage_get(m->dev, &u);
     if (expect_ok(st, "usage", m))
       FZ_CHECK(u.bytes_in_use <= u.bytes_reserved, "in use %" PRIu64 " > reserved %" PRIu64,
@@ -1020,7 +1020,7 @@ static void op_graph(model *m, fz *f) {
     uint32_t lanes = weft_taskgraph_lane_count(g->h);
     FZ_CHECK(g->n == 0 || (lanes >= 1 && lanes <= m->streams), "step %d: %u lanes", m->step, lanes);
     for (int i = 0; i < g->n; i++) {
-      weft_taskgraph_node_info info;
+      weft_taskgraph_node_info info = {0};
       if (!expect_ok(weft_taskgraph_node(g->h, (uint32_t)i, &info), "node info", m)) return;
       FZ_CHECK(info.nbindings == g->nodes[i].nb && info.lane < lanes, "step %d: node %d info",
                m->step, i);
@@ -1108,7 +1108,7 @@ static void teardown(model *m) {
       m->b[i].live = false;
     }
   for (weft_stream_id s = 0; s < m->streams; s++) expect_ok(weft_sync(m->dev, s), "sync", m);
-  weft_device_stats s;
+  weft_device_stats s = {0};
   weft_status st = weft_device_stats_get(m->dev, &s);
   if (st) {
     FZ_CHECK(m->chaos || m->oom, "stats: %s", fz_text(st));

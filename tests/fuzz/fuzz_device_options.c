@@ -81,7 +81,7 @@ static uint64_t capacity_of(fz *f) {
 /* Copies |len| bytes into |dst| through the public struct, as a caller would. */
 static void workload(weft_device *dev, const weft_device_options *o, const spec_case *sc, bool lax,
                      fz *f) {
-  weft_device_info info;
+  weft_device_info info = {0};
   weft_status st = weft_device_info_get(dev, &info);
   FZ_CHECK(!st, "info: %s", fz_text(st));
   FZ_CHECK(info.backend == o->backend, "backend %d, asked %d", info.backend, o->backend);
@@ -165,7 +165,7 @@ static void workload(weft_device *dev, const weft_device_options *o, const spec_
       FZ_CHECK(got[j] == model[i][j], "buffer %zu byte %llu: %u, not %u", i, (unsigned long long)j,
                got[j], model[i][j]);
   }
-  weft_device_stats stats;
+  weft_device_stats stats = {0};
   st = weft_device_stats_get(dev, &stats);
   FZ_CHECK(!st, "stats: %s", fz_text(st));
   for (size_t i = 0; i < n; i++) {

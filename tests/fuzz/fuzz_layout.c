@@ -86,7 +86,7 @@ static void serve(weft_device *dev, uint64_t capacity, const uint64_t *sizes, si
       FZ_CHECK(got[j] == pattern((uint32_t)i, j), "buffer %zu (%llu bytes) byte %zu: %u, not %u", i,
                (unsigned long long)sizes[i], j, got[j], pattern((uint32_t)i, j));
   }
-  weft_memory_usage u;
+  weft_memory_usage u = {0};
   weft_status st = weft_memory_usage_get(dev, &u);
   FZ_CHECK(!st, "usage: %s", fz_text(st));
   FZ_CHECK(u.bytes_in_use <= u.bytes_reserved, "in use %llu > reserved %llu",

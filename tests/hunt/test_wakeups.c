@@ -37,7 +37,7 @@ static void nap_ms(unsigned ms) {
 }
 
 static void expect_no_recovery(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   cr_assert_eq(s.wakeups_recovered, 0, "wakeups_recovered is %" PRIu64, s.wakeups_recovered);
   cr_assert_eq(s.streams_recovered, 0, "streams_recovered is %" PRIu64, s.streams_recovered);

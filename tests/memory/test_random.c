@@ -253,7 +253,7 @@ static void check(world *w, bool moved_ok) {
   size_t n = sizeof reports / sizeof reports[0];
   weft_mm_report(w->mm, reports, &n);
   cr_assert_leq(n, sizeof reports / sizeof reports[0]);
-  weft_memory_usage sum = {0, 0, 0, 0};
+  weft_memory_usage sum = {0};
   for (size_t i = 0; i < n; i++) {
     sum.number_allocs += reports[i].usage.number_allocs;
     sum.bytes_in_use += reports[i].usage.bytes_in_use;

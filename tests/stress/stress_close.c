@@ -147,7 +147,7 @@ static void *client_main(void *arg) {
       break;
     default: {
       what = "stats";
-      weft_device_stats s;
+      weft_device_stats s = {0};
       st = weft_device_stats_get(dev, &s);
       break;
     }

@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
   for (weft_stream_id s = 0; s < STREAMS && !atomic_load(&failed); s++)
     if ((st = weft_sync(sh.dev, s))) fail("sync", st);
-  weft_device_stats ds;
+  weft_device_stats ds = {0};
   if (!atomic_load(&failed) && !(st = weft_device_stats_get(sh.dev, &ds))) {
     uint64_t sub = atomic_load(&sh.submitted);
     if (ds.launches != sub || ds.launches_run + ds.launches_failed + ds.launches_skipped != sub) {

@@ -97,7 +97,7 @@ static void *client(void *arg) {
         }
     }
     if (r % 64 == 63) {
-      weft_device_stats stats;
+      weft_device_stats stats = {0};
       if ((st = weft_check(dev, &y, 1)) || (st = weft_device_stats_get(dev, &stats))) {
         fail("check", st);
         break;
@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
   pthread_create(&t[NTHREADS], NULL, syncer, NULL);
   pthread_create(&t[NTHREADS + 1], NULL, replayer, (void *)(uintptr_t)(NTHREADS + 1));
   for (int i = 0; i <= NTHREADS + 1; i++) pthread_join(t[i], NULL);
-  weft_device_stats s;
+  weft_device_stats s = {0};
   if ((st = weft_device_stats_get(dev, &s))) fail("stats", st);
   printf("stress_cuda_device: %d rounds x %d threads: %llu launches, %llu cross-stream waits "
          "(%llu event waits, %llu already complete, %llu elided), %llu events created, %llu "

@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++)
       expect(read_u64(sh.dev, 0, sh.bufs[REPLAYERS + 1 + k]), (uint64_t)rounds * NODES / 2, "final",
              REPLAYERS + 1);
-    weft_device_stats s;
+    weft_device_stats s = {0};
     if ((st = weft_device_stats_get(sh.dev, &s))) fail("stats", st);
     expect(s.launches_replayed, (uint64_t)REPLAYERS * rounds * NODES, "launches_replayed", -1);
     expect(s.captures_live, 0, "captures_live", -1);

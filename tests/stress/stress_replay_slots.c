@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
   pthread_barrier_destroy(&sh.start);
   uint64_t got = 0;
-  weft_device_stats s;
+  weft_device_stats s = {0};
   if ((st = weft_buffer_read(dev, 0, x, 0, &got, sizeof(got))) ||
       (st = weft_device_stats_get(dev, &s))) {
     fail("read", st);

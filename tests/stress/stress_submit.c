@@ -335,7 +335,7 @@ static void *producer_main(void *arg) {
       snprintf(name, sizeof(name), "mix_%d_%u", p->t, p->nkernels++);
       good = OK(p->t, weft_kernel_host(p->dev, name, mix_kernel, NULL, &p->mix));
     } else {
-      weft_device_stats s;
+      weft_device_stats s = {0};
       good = OK(p->t, weft_device_stats_get(p->dev, &s));
     }
     if (!good) goto out;
@@ -486,7 +486,7 @@ static void *churn_fill(void *arg) {
 }
 
 static bool churn_budget_intact(churn_dev *d, int s) {
-  weft_device_stats st;
+  weft_device_stats st = {0};
   /* stats retires first: every retired command's credit is back */
   if (!OK(-1, weft_device_stats_get(d->dev, &st))) return false;
   uint64_t waits = st.backpressure_waits;
@@ -624,7 +624,7 @@ int main(int argc, char **argv) {
   pthread_barrier_wait(&phase);
   /* Phase 2: nobody submits. Every slot synced, the counts are final. */
   for (weft_stream_id s = 0; s < STREAMS; s++) ok(weft_sync(dev, s), "weft_sync", -1, __LINE__);
-  weft_device_stats st;
+  weft_device_stats st = {0};
   if (ok(weft_device_stats_get(dev, &st), "stats", -1, __LINE__) && !atomic_load(&failed)) {
     uint64_t launches = 0, run = 0, fl = 0, sk = 0, calls = 0;
     for (int t = 0; t < THREADS; t++) {

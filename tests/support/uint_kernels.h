@@ -19,7 +19,7 @@ enum { ELEMS = 64 };
 static const uint32_t one[3] __attribute__((unused)) = {1, 1, 1};
 
 static inline weft_device_stats stats_of(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   return s;
 }
