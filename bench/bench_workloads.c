@@ -126,7 +126,7 @@ typedef struct ws {
   fan_pos fan;
   uint64_t rr;       /* W2: the next launch's index */
   uint64_t launched; /* launches accepted since the device opened */
-  weft_device_stats last = {0};
+  weft_device_stats last;
   unsigned nproducers;          /* W4 */
   uint64_t thread_ns[NSTREAMS]; /* W4: time inside weft_launch, per producer */
 } ws;
