@@ -58,11 +58,36 @@ static void set_waits(weft_device *dev, cmd *c, uint32_t me, const weft_wait_set
   }
 }
 
+/* A barrier of slot |from| (a sync, an event record, a read: each is ordered
+ * after every command submitted on its stream before it) placed on |me|
+ * waits for the last task of |from| that Interleave placed on each other
+ * queue, and for |from|'s own queue when it is placed elsewhere (a
+ * read_async is batched, so align may move it too). Without this, a task of
+ * |from| that align ran on another stream's queue could still be running
+ * when the barrier completes (tests/device/test_barrier_interleave.c). A
+ * barrier on |from|'s own queue then covers those tasks for every later one
+ * there (streams run in order), so their record is cleared. Rare kinds:
+ * never on the launch path. */
+static __attribute__((noinline)) void barrier_waits(weft_device *dev, uint32_t from, uint32_t me,
+                                                    weft_wait_set *w) {
+  const uint64_t *away = &dev->ms.away[(size_t)from * dev->max_streams];
+  for (uint64_t m = dev->ms.away_mask[from]; m; m &= m - 1) {
+    uint32_t s = (uint32_t)__builtin_ctzll(m);
+    weft__wait_need(w, me, s, away[s]);
+  }
+  if (from == me)
+    dev->ms.away_mask[from] = 0;
+  else if (dev->streams[from]->submitted)
+    weft__wait_need(w, me, from, dev->streams[from]->submitted);
+}
+
 /* The waits |c| needs as the task at (me, seq), recorded in |c|; |batch| is
  * the bit of the slot whose batch held it, cleared from its buffers' marks
- * in the same pass (the batch left with take_batch). */
-static inline __attribute__((always_inline)) void place_waits(weft_device *dev, cmd *c, uint32_t me,
-                                                              uint64_t seq, uint64_t batch) {
+ * in the same pass (the batch left with take_batch). |moving|: placed by
+ * Interleave, maybe on another slot's queue (a constant: place_chain's
+ * tasks stay on their own queue, and the test folds away there). */
+static inline __attribute__((always_inline)) void
+place_waits(weft_device *dev, cmd *c, uint32_t me, uint64_t seq, uint64_t batch, bool moving) {
   weft_wait_set w; /* only the slots in w.mask are read */
   w.mask = 0;
   /* Locals: the stores below through buffers could alias the command's fields. */
@@ -78,8 +103,20 @@ static inline __attribute__((always_inline)) void place_waits(weft_device *dev, 
   } else if (weft__ms_nbufs(c) && bufs[0]) { /* a write or a read: one buffer */
     bufs[0]->pend_mask &= ~batch;
     order(dev, bufs[0], c->kind == CMD_WRITE, me, seq, &w);
+    if (c->kind == CMD_READ) barrier_waits(dev, (uint32_t)__builtin_ctzll(batch), me, &w);
   } else if (c->kind == CMD_EVENT_WAIT) { /* weft_stream_wait_event: the record's position */
     weft__wait_need(&w, me, c->nb, c->offset);
+    /* Placed at once on its own queue (events.c flushes it): the slot's
+     * later tasks that Interleave moves elsewhere wait for it there. */
+    dev->ms.gate[me] = seq;
+  } else if (c->kind == CMD_SYNC || c->kind == CMD_EVENT) {
+    barrier_waits(dev, (uint32_t)__builtin_ctzll(batch), me, &w);
+  }
+  /* A task moved off its slot's queue is still ordered after the slot's
+   * last weft_stream_wait_event, as a task left on that queue would be. */
+  if (moving && batch != (UINT64_C(1) << me)) {
+    uint32_t from = (uint32_t)__builtin_ctzll(batch);
+    if (dev->ms.gate[from]) weft__wait_need(&w, me, from, dev->ms.gate[from]);
   }
   if (w.mask)
     set_waits(dev, c, me, &w);
@@ -93,7 +130,7 @@ static inline __attribute__((always_inline)) void place_waits(weft_device *dev, 
 static void place(weft_device *dev, weft_stream *s, cmd *c, uint64_t batch, weft_task **head,
                   weft_task **tail) {
   uint32_t me = s->slot;
-  place_waits(dev, c, me, s->submitted + 1, batch);
+  place_waits(dev, c, me, s->submitted + 1, batch, true);
   c->task.seq = ++s->submitted;
   c->task.placed = ++dev->ms.placed;
   c->on_slot = (uint16_t)me;
@@ -124,7 +161,7 @@ static __attribute__((noinline)) weft_task *place_chain(weft_device *dev, weft_s
   weft_task *prev = f->tail;
   for (weft_task *t = first; t; t = weft_task_next(t), n++) {
     cmd *c = (cmd *)t;
-    place_waits(dev, c, me, ++seq, batch);
+    place_waits(dev, c, me, ++seq, batch, false);
     t->seq = seq;
     t->placed = ++placed;
     c->on_slot = (uint16_t)me;
@@ -180,8 +217,12 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
         if (!t) continue;
         q[i] = weft_task_next(t);
         more |= q[i] != NULL;
-        if (i) dev->stats.tasks_interleaved++;
         place(dev, s, (cmd *)t, UINT64_C(1) << ids[i], &head, &tail);
+        if (i) { /* moved: the barriers of its slot wait for it here (barrier_waits) */
+          dev->stats.tasks_interleaved++;
+          dev->ms.away[(size_t)ids[i] * dev->max_streams + ids[0]] = s->submitted;
+          dev->ms.away_mask[ids[i]] |= UINT64_C(1) << ids[0];
+        }
       }
     }
     weft_stream_submit(s, head, tail);
