@@ -379,8 +379,8 @@ struct weft_device {
       weft_task *head, *tail; /* tasks handed to the stream, oldest first, not yet retired */
     } fifo[WEFT_MAX_STREAMS];
     uint64_t *synced; /* [slot * max_streams + origin]: origin seq the slot has waited for */
-    /* Barriers (multistream.c): [slot * max_streams + s], the position on s
-     * of the last task of slot's batches that Interleave placed on s's
+    /* Barriers (multistream.c): away[s * max_streams + slot], the position
+     * on s of the last task of slot's batches that Interleave placed on s's
      * queue, for the s in away_mask[slot] (cleared by a barrier on slot's
      * own queue); gate[slot]: the position on slot's queue of its last
      * weft_stream_wait_event, which its tasks placed elsewhere wait for. */

@@ -68,12 +68,10 @@ static void set_waits(weft_device *dev, cmd *c, uint32_t me, const weft_wait_set
  * barrier on |from|'s own queue then covers those tasks for every later one
  * there (streams run in order), so their record is cleared. Rare kinds:
  * never on the launch path. */
-static __attribute__((noinline)) void barrier_waits(weft_device *dev, uint32_t from, uint32_t me,
-                                                    weft_wait_set *w) {
-  const uint64_t *away = &dev->ms.away[(size_t)from * dev->max_streams];
+static void barrier_waits(weft_device *dev, uint32_t from, uint32_t me, weft_wait_set *w) {
   for (uint64_t m = dev->ms.away_mask[from]; m; m &= m - 1) {
     uint32_t s = (uint32_t)__builtin_ctzll(m);
-    weft__wait_need(w, me, s, away[s]);
+    weft__wait_need(w, me, s, dev->ms.away[(size_t)s * dev->max_streams + from]);
   }
   if (from == me)
     dev->ms.away_mask[from] = 0;
@@ -81,13 +79,34 @@ static __attribute__((noinline)) void barrier_waits(weft_device *dev, uint32_t f
     weft__wait_need(w, me, from, dev->streams[from]->submitted);
 }
 
+/* place_waits for every kind but a launch, out of line so that the launch
+ * loop keeps its registers: a write's or a read's buffer, a barrier's waits
+ * for its stream's moved tasks, a stream wait's position. */
+static __attribute__((noinline)) void other_waits(weft_device *dev, cmd *c, uint32_t me,
+                                                  uint64_t seq, uint64_t batch, weft_wait_set *w) {
+  uint32_t from = (uint32_t)__builtin_ctzll(batch);
+  if (weft__ms_nbufs(c) && c->bufs[0]) { /* a write or a read: one buffer */
+    c->bufs[0]->pend_mask &= ~batch;
+    order(dev, c->bufs[0], c->kind == CMD_WRITE, me, seq, w);
+    if (c->kind == CMD_READ) barrier_waits(dev, from, me, w);
+  } else if (c->kind == CMD_EVENT_WAIT) { /* weft_stream_wait_event: the record's position */
+    weft__wait_need(w, me, c->nb, c->offset);
+    /* Placed at once on its own queue (events.c flushes it): the slot's
+     * later tasks that Interleave moves elsewhere wait for it there. */
+    dev->ms.gate[me] = seq;
+  } else if (c->kind == CMD_SYNC || c->kind == CMD_EVENT) {
+    barrier_waits(dev, from, me, w);
+  }
+}
+
 /* The waits |c| needs as the task at (me, seq), recorded in |c|; |batch| is
  * the bit of the slot whose batch held it, cleared from its buffers' marks
- * in the same pass (the batch left with take_batch). |moving|: placed by
- * Interleave, maybe on another slot's queue (a constant: place_chain's
- * tasks stay on their own queue, and the test folds away there). */
+ * in the same pass (the batch left with take_batch). |gate|: for a task
+ * Interleave moved off its slot's queue, that slot's last
+ * weft_stream_wait_event position (0: none, and always 0 in place_chain,
+ * whose tasks stay on their own queue: the test folds away there). */
 static inline __attribute__((always_inline)) void
-place_waits(weft_device *dev, cmd *c, uint32_t me, uint64_t seq, uint64_t batch, bool moving) {
+place_waits(weft_device *dev, cmd *c, uint32_t me, uint64_t seq, uint64_t batch, uint64_t gate) {
   weft_wait_set w; /* only the slots in w.mask are read */
   w.mask = 0;
   /* Locals: the stores below through buffers could alias the command's fields. */
@@ -100,24 +119,12 @@ place_waits(weft_device *dev, cmd *c, uint32_t me, uint64_t seq, uint64_t batch,
       b->pend_mask &= ~batch;
       order(dev, b, weft__is_write(bd[i].access), me, seq, &w);
     }
-  } else if (weft__ms_nbufs(c) && bufs[0]) { /* a write or a read: one buffer */
-    bufs[0]->pend_mask &= ~batch;
-    order(dev, bufs[0], c->kind == CMD_WRITE, me, seq, &w);
-    if (c->kind == CMD_READ) barrier_waits(dev, (uint32_t)__builtin_ctzll(batch), me, &w);
-  } else if (c->kind == CMD_EVENT_WAIT) { /* weft_stream_wait_event: the record's position */
-    weft__wait_need(&w, me, c->nb, c->offset);
-    /* Placed at once on its own queue (events.c flushes it): the slot's
-     * later tasks that Interleave moves elsewhere wait for it there. */
-    dev->ms.gate[me] = seq;
-  } else if (c->kind == CMD_SYNC || c->kind == CMD_EVENT) {
-    barrier_waits(dev, (uint32_t)__builtin_ctzll(batch), me, &w);
+  } else {
+    other_waits(dev, c, me, seq, batch, &w);
   }
   /* A task moved off its slot's queue is still ordered after the slot's
    * last weft_stream_wait_event, as a task left on that queue would be. */
-  if (moving && batch != (UINT64_C(1) << me)) {
-    uint32_t from = (uint32_t)__builtin_ctzll(batch);
-    if (dev->ms.gate[from]) weft__wait_need(&w, me, from, dev->ms.gate[from]);
-  }
+  if (gate) weft__wait_need(&w, me, (uint32_t)__builtin_ctzll(batch), gate);
   if (w.mask)
     set_waits(dev, c, me, &w);
   else
@@ -127,19 +134,23 @@ place_waits(weft_device *dev, cmd *c, uint32_t me, uint64_t seq, uint64_t batch,
 /* Gives |c| its position on |s| and its waits, and appends it to the chain
  * about to be handed to the worker and to the retirement list (interleaving:
  * tasks of several batches on one stream). */
-static void place(weft_device *dev, weft_stream *s, cmd *c, uint64_t batch, weft_task **head,
-                  weft_task **tail) {
+typedef struct chain {
+  weft_task *head, *tail;
+} chain;
+
+static void place(weft_device *dev, weft_stream *s, cmd *c, uint64_t batch, uint64_t gate,
+                  chain *ch) {
   uint32_t me = s->slot;
-  place_waits(dev, c, me, s->submitted + 1, batch, true);
+  place_waits(dev, c, me, s->submitted + 1, batch, gate);
   c->task.seq = ++s->submitted;
   c->task.placed = ++dev->ms.placed;
   c->on_slot = (uint16_t)me;
   c->task.link.next = NULL;
-  if (*tail)
-    (*tail)->link.next = &c->task.link;
+  if (ch->tail)
+    ch->tail->link.next = &c->task.link;
   else
-    *head = &c->task;
-  *tail = &c->task;
+    ch->head = &c->task;
+  ch->tail = &c->task;
   struct weft_fifo *f = &dev->ms.fifo[me];
   c->task.fnext = NULL;
   if (f->tail)
@@ -161,7 +172,7 @@ static __attribute__((noinline)) weft_task *place_chain(weft_device *dev, weft_s
   weft_task *prev = f->tail;
   for (weft_task *t = first; t; t = weft_task_next(t), n++) {
     cmd *c = (cmd *)t;
-    place_waits(dev, c, me, ++seq, batch, false);
+    place_waits(dev, c, me, ++seq, batch, 0);
     t->seq = seq;
     t->placed = ++placed;
     c->on_slot = (uint16_t)me;
@@ -207,9 +218,15 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
   weft_task *q[WEFT_MAX_STREAMS];
   for (uint32_t i = 0; i < k; i++) q[i] = take_batch(dev, ids[i]);
   if (dev->strategy == WEFT_STRATEGY_INTERLEAVE && k > 1 && !isolated) {
-    /* Every task on the first stream, round-robin over the batches. */
+    /* Every task on the first stream, round-robin over the batches. A
+     * moved task (of batch i > 0) waits for its slot's last stream wait
+     * (gate); the last position each batch took is what its slot's
+     * barriers wait for (barrier_waits). */
     weft_stream *s = dev->streams[ids[0]];
-    weft_task *head = NULL, *tail = NULL;
+    chain ch = {NULL, NULL};
+    uint64_t gate[WEFT_MAX_STREAMS], last[WEFT_MAX_STREAMS];
+    gate[0] = 0;
+    for (uint32_t i = 1; i < k; i++) gate[i] = dev->ms.gate[ids[i]];
     for (bool more = true; more;) {
       more = false;
       for (uint32_t i = 0; i < k; i++) {
@@ -217,15 +234,17 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
         if (!t) continue;
         q[i] = weft_task_next(t);
         more |= q[i] != NULL;
-        place(dev, s, (cmd *)t, UINT64_C(1) << ids[i], &head, &tail);
-        if (i) { /* moved: the barriers of its slot wait for it here (barrier_waits) */
-          dev->stats.tasks_interleaved++;
-          dev->ms.away[(size_t)ids[i] * dev->max_streams + ids[0]] = s->submitted;
-          dev->ms.away_mask[ids[i]] |= UINT64_C(1) << ids[0];
-        }
+        if (i) dev->stats.tasks_interleaved++;
+        place(dev, s, (cmd *)t, UINT64_C(1) << ids[i], gate[i], &ch);
+        last[i] = s->submitted;
       }
     }
-    weft_stream_submit(s, head, tail);
+    uint64_t *on = &dev->ms.away[(size_t)ids[0] * dev->max_streams];
+    for (uint32_t i = 1; i < k; i++) {
+      on[ids[i]] = last[i];
+      dev->ms.away_mask[ids[i]] |= UINT64_C(1) << ids[0];
+    }
+    weft_stream_submit(s, ch.head, ch.tail);
     return;
   }
   for (uint32_t i = 0; i < k; i++) { /* each batch on its own stream */
