@@ -1,6 +1,8 @@
 /* Events: a record is a command on its stream, placed at once (its batch is
  * flushed, as a sync's is) and completed at retirement, when everything
- * placed on the stream before it has completed. Clients find an event's
+ * submitted on the stream before it has completed: what its queue holds,
+ * and the stream's tasks Interleave placed on other queues, which it waits
+ * for (multistream.c, barrier_waits). Clients find an event's
  * object through its handle and hold a reference while they use it; waiting
  * parks on the object's eventcount with a deadline. weft_stream_wait_event
  * places a no-op on the other stream that waits for the record's position

@@ -8,7 +8,9 @@
  * that stream. Align keeps batches independent of one another: a task is
  * registered only after every other batch touching one of its buffers was
  * executed, so any interleaving of the batches' tasks respects the program's
- * order, and waits only ever name tasks already handed to a worker. */
+ * order, and waits only ever name tasks already handed to a worker.
+ * Barriers (sync, event records, reads) also wait for their stream's tasks
+ * that Interleave placed on other queues (barrier_waits). */
 #include "scheduler/multistream.h"
 
 #include "scheduler/trace.h"
