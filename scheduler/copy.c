@@ -224,8 +224,12 @@ weft_status weft_sync(weft_device *dev, weft_stream_id stream) {
                                  "the barrier waits for everything submitted there before it, "
                                  "the kernel included")))
     return st;
-  cmd *c = weft__cmd_new_on(dev, CMD_SYNC, 0, stream);
-  if (!c) return weft__oom(sizeof(cmd), "a sync command");
+  /* Room for a wait per slot: the barrier waits for its stream's tasks that
+   * Interleave placed on other queues (multistream.c, barrier_waits). */
+  size_t extra = sizeof(weft_stream_wait) * dev->max_streams;
+  cmd *c = weft__cmd_new_on(dev, CMD_SYNC, extra, stream);
+  if (!c) return weft__oom(sizeof(cmd) + extra, "a sync command");
+  c->task.waits = (weft_stream_wait *)((char *)c + weft__align8(sizeof(cmd)));
   c->stream = stream;
   return weft__cmd_call(dev, c);
 }

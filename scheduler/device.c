@@ -256,9 +256,10 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     dev->mem.mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
     dev->ms.synced =
         weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
+    dev->ms.away = weft__calloc(&dev->alloc, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
     dev->drops = weft__calloc(&dev->alloc, sizeof(weft_drop_queue) * o.max_streams, 16);
     dev->slot_refs = weft__calloc(&dev->alloc, sizeof(struct weft_slot_ref) * o.max_streams, 16);
-    if (!dev->mem.mms || !dev->drops || !dev->slot_refs || !dev->ms.synced)
+    if (!dev->mem.mms || !dev->drops || !dev->slot_refs || !dev->ms.synced || !dev->ms.away)
       st = weft__oom(sizeof(weft_drop_queue) * o.max_streams, "the memory managers");
   }
   if (!st) st = memory_config(dev, &o);
@@ -283,6 +284,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     weft_failures_destroy(&dev->failures);
     weft__free(&dev->alloc, dev->mem.mms, sizeof(weft_mm *) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->ms.synced, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
+    weft__free(&dev->alloc, dev->ms.away, sizeof(uint64_t) * o.max_streams * o.max_streams, 16);
     weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->mem.layout_pools,
@@ -360,6 +362,7 @@ void weft__dev_teardown(weft_device *dev) {
   weft__free(&dev->alloc, dev->mem.mms, sizeof(weft_mm *) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->ms.synced, sizeof(uint64_t) * dev->max_streams * dev->max_streams,
              16);
+  weft__free(&dev->alloc, dev->ms.away, sizeof(uint64_t) * dev->max_streams * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->drops, sizeof(weft_drop_queue) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->slot_refs, sizeof(struct weft_slot_ref) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->mem.layout_pools,

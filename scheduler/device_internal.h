@@ -413,7 +413,15 @@ struct weft_device {
     struct weft_fifo {
       weft_task *head, *tail; /* tasks handed to the stream, oldest first, not yet retired */
     } fifo[WEFT_MAX_STREAMS];
-    uint64_t *synced;    /* [slot * max_streams + origin]: origin seq the slot has waited for */
+    uint64_t *synced; /* [slot * max_streams + origin]: origin seq the slot has waited for */
+    /* Barriers (multistream.c): away[s * max_streams + slot], the position
+     * on s of the last task of slot's batches that Interleave placed on s's
+     * queue, for the s in away_mask[slot] (cleared by a barrier on slot's
+     * own queue); gate[slot]: the position on slot's queue of its last
+     * weft_stream_wait_event, which its tasks placed elsewhere wait for. */
+    uint64_t *away;
+    uint64_t away_mask[WEFT_MAX_STREAMS];
+    uint64_t gate[WEFT_MAX_STREAMS];
     weft_batch *batches; /* [max_streams] */
     uint64_t isolated;   /* slots that require isolation (a capture window): no interleaving */
     uint64_t inflight;   /* tasks dispatched and not yet completed */

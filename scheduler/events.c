@@ -1,6 +1,8 @@
 /* Events: a record is a command on its stream, placed at once (its batch is
  * flushed, as a sync's is) and completed at retirement, when everything
- * placed on the stream before it has completed. Clients find an event's
+ * submitted on the stream before it has completed: what its queue holds,
+ * and the stream's tasks Interleave placed on other queues, which it waits
+ * for (multistream.c, barrier_waits). Clients find an event's
  * object through its handle and hold a reference while they use it; waiting
  * parks on the object's eventcount with a deadline. weft_stream_wait_event
  * places a no-op on the other stream that waits for the record's position
@@ -157,12 +159,16 @@ weft_status weft_event_record(weft_device *dev, weft_stream_id stream, weft_even
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   weft_event_obj *e = weft__event_new(dev, out, &st);
   if (!e) return st;
-  cmd *c = weft__cmd_new_on(dev, CMD_EVENT, 0, stream);
+  /* Room for a wait per slot: the record waits for its stream's tasks that
+   * Interleave placed on other queues (multistream.c, barrier_waits). */
+  size_t extra = sizeof(weft_stream_wait) * dev->max_streams;
+  cmd *c = weft__cmd_new_on(dev, CMD_EVENT, extra, stream);
   if (!c) {
     weft__event_discard(dev, e);
     out->id = 0;
-    return weft__oom(sizeof(cmd), "an event record command");
+    return weft__oom(sizeof(cmd) + extra, "an event record command");
   }
+  c->task.waits = (weft_stream_wait *)((char *)c + weft__align8(sizeof(cmd)));
   c->stream = stream;
   c->event = e;
   weft__cmd_submit(dev, c);

@@ -8,7 +8,9 @@
  * that stream. Align keeps batches independent of one another: a task is
  * registered only after every other batch touching one of its buffers was
  * executed, so any interleaving of the batches' tasks respects the program's
- * order, and waits only ever name tasks already handed to a worker. */
+ * order, and waits only ever name tasks already handed to a worker.
+ * Barriers (sync, event records, reads) also wait for their stream's tasks
+ * that Interleave placed on other queues (barrier_waits). */
 #include "scheduler/multistream.h"
 
 #include "scheduler/trace.h"
@@ -59,11 +61,55 @@ static void set_waits(weft_device *dev, cmd *c, uint32_t me, const weft_wait_set
   }
 }
 
+/* A barrier of slot |from| (a sync, an event record, a read: each is ordered
+ * after every command submitted on its stream before it) placed on |me|
+ * waits for the last task of |from| that Interleave placed on each other
+ * queue, and for |from|'s own queue when it is placed elsewhere (a
+ * read_async is batched, so align may move it too). Without this, a task of
+ * |from| that align ran on another stream's queue could still be running
+ * when the barrier completes (tests/device/test_barrier_interleave.c). A
+ * barrier on |from|'s own queue then covers those tasks for every later one
+ * there (streams run in order), so their record is cleared. Rare kinds:
+ * never on the launch path. */
+static void barrier_waits(weft_device *dev, uint32_t from, uint32_t me, weft_wait_set *w) {
+  for (uint64_t m = dev->ms.away_mask[from]; m; m &= m - 1) {
+    uint32_t s = (uint32_t)__builtin_ctzll(m);
+    weft__wait_need(w, me, s, dev->ms.away[(size_t)s * dev->max_streams + from]);
+  }
+  if (from == me)
+    dev->ms.away_mask[from] = 0;
+  else if (dev->streams[from]->submitted)
+    weft__wait_need(w, me, from, dev->streams[from]->submitted);
+}
+
+/* place_waits for every kind but a launch, out of line so that the launch
+ * loop keeps its registers: a write's or a read's buffer, a barrier's waits
+ * for its stream's moved tasks, a stream wait's position. */
+static __attribute__((noinline)) void other_waits(weft_device *dev, cmd *c, uint32_t me,
+                                                  uint64_t seq, uint64_t batch, weft_wait_set *w) {
+  uint32_t from = (uint32_t)__builtin_ctzll(batch);
+  if (weft__ms_nbufs(c) && c->bufs[0]) { /* a write or a read: one buffer */
+    c->bufs[0]->pend_mask &= ~batch;
+    order(dev, c->bufs[0], c->kind == CMD_WRITE, me, seq, w);
+    if (c->kind == CMD_READ) barrier_waits(dev, from, me, w);
+  } else if (c->kind == CMD_EVENT_WAIT) { /* weft_stream_wait_event: the record's position */
+    weft__wait_need(w, me, c->nb, c->offset);
+    /* Placed at once on its own queue (events.c flushes it): the slot's
+     * later tasks that Interleave moves elsewhere wait for it there. */
+    dev->ms.gate[me] = seq;
+  } else if (c->kind == CMD_SYNC || c->kind == CMD_EVENT) {
+    barrier_waits(dev, from, me, w);
+  }
+}
+
 /* The waits |c| needs as the task at (me, seq), recorded in |c|; |batch| is
  * the bit of the slot whose batch held it, cleared from its buffers' marks
- * in the same pass (the batch left with take_batch). */
-static inline __attribute__((always_inline)) void place_waits(weft_device *dev, cmd *c, uint32_t me,
-                                                              uint64_t seq, uint64_t batch) {
+ * in the same pass (the batch left with take_batch). |gate|: for a task
+ * Interleave moved off its slot's queue, that slot's last
+ * weft_stream_wait_event position (0: none, and always 0 in place_chain,
+ * whose tasks stay on their own queue: the test folds away there). */
+static inline __attribute__((always_inline)) void
+place_waits(weft_device *dev, cmd *c, uint32_t me, uint64_t seq, uint64_t batch, uint64_t gate) {
   weft_wait_set w; /* only the slots in w.mask are read */
   w.mask = 0;
   /* Locals: the stores below through buffers could alias the command's fields. */
@@ -76,12 +122,12 @@ static inline __attribute__((always_inline)) void place_waits(weft_device *dev, 
       b->pend_mask &= ~batch;
       order(dev, b, weft__is_write(bd[i].access), me, seq, &w);
     }
-  } else if (weft__ms_nbufs(c) && bufs[0]) { /* a write or a read: one buffer */
-    bufs[0]->pend_mask &= ~batch;
-    order(dev, bufs[0], c->kind == CMD_WRITE, me, seq, &w);
-  } else if (c->kind == CMD_EVENT_WAIT) { /* weft_stream_wait_event: the record's position */
-    weft__wait_need(&w, me, c->nb, c->offset);
+  } else {
+    other_waits(dev, c, me, seq, batch, &w);
   }
+  /* A task moved off its slot's queue is still ordered after the slot's
+   * last weft_stream_wait_event, as a task left on that queue would be. */
+  if (gate) weft__wait_need(&w, me, (uint32_t)__builtin_ctzll(batch), gate);
   if (w.mask)
     set_waits(dev, c, me, &w);
   else
@@ -91,19 +137,23 @@ static inline __attribute__((always_inline)) void place_waits(weft_device *dev, 
 /* Gives |c| its position on |s| and its waits, and appends it to the chain
  * about to be handed to the worker and to the retirement list (interleaving:
  * tasks of several batches on one stream). */
-static void place(weft_device *dev, weft_stream *s, cmd *c, uint64_t batch, weft_task **head,
-                  weft_task **tail) {
+typedef struct chain {
+  weft_task *head, *tail;
+} chain;
+
+static void place(weft_device *dev, weft_stream *s, cmd *c, uint64_t batch, uint64_t gate,
+                  chain *ch) {
   uint32_t me = s->slot;
-  place_waits(dev, c, me, s->submitted + 1, batch);
+  place_waits(dev, c, me, s->submitted + 1, batch, gate);
   c->task.seq = ++s->submitted;
   c->task.placed = ++dev->ms.placed;
   c->on_slot = (uint16_t)me;
   c->task.link.next = NULL;
-  if (*tail)
-    (*tail)->link.next = &c->task.link;
+  if (ch->tail)
+    ch->tail->link.next = &c->task.link;
   else
-    *head = &c->task;
-  *tail = &c->task;
+    ch->head = &c->task;
+  ch->tail = &c->task;
   struct weft_fifo *f = &dev->ms.fifo[me];
   c->task.fnext = NULL;
   if (f->tail)
@@ -125,7 +175,7 @@ static __attribute__((noinline)) weft_task *place_chain(weft_device *dev, weft_s
   weft_task *prev = f->tail;
   for (weft_task *t = first; t; t = weft_task_next(t), n++) {
     cmd *c = (cmd *)t;
-    place_waits(dev, c, me, ++seq, batch);
+    place_waits(dev, c, me, ++seq, batch, 0);
     t->seq = seq;
     t->placed = ++placed;
     c->on_slot = (uint16_t)me;
@@ -171,9 +221,15 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
   weft_task *q[WEFT_MAX_STREAMS];
   for (uint32_t i = 0; i < k; i++) q[i] = take_batch(dev, ids[i]);
   if (dev->strategy == WEFT_STRATEGY_INTERLEAVE && k > 1 && !isolated) {
-    /* Every task on the first stream, round-robin over the batches. */
+    /* Every task on the first stream, round-robin over the batches. A
+     * moved task (of batch i > 0) waits for its slot's last stream wait
+     * (gate); the last position each batch took is what its slot's
+     * barriers wait for (barrier_waits). */
     weft_stream *s = dev->streams[ids[0]];
-    weft_task *head = NULL, *tail = NULL;
+    chain ch = {NULL, NULL};
+    uint64_t gate[WEFT_MAX_STREAMS], last[WEFT_MAX_STREAMS];
+    gate[0] = 0;
+    for (uint32_t i = 1; i < k; i++) gate[i] = dev->ms.gate[ids[i]];
     for (bool more = true; more;) {
       more = false;
       for (uint32_t i = 0; i < k; i++) {
@@ -182,10 +238,16 @@ void weft__ms_execute(weft_device *dev, const uint32_t *slots, uint32_t n) {
         q[i] = weft_task_next(t);
         more |= q[i] != NULL;
         if (i) dev->stats.tasks_interleaved++;
-        place(dev, s, (cmd *)t, UINT64_C(1) << ids[i], &head, &tail);
+        place(dev, s, (cmd *)t, UINT64_C(1) << ids[i], gate[i], &ch);
+        last[i] = s->submitted;
       }
     }
-    weft_stream_submit(s, head, tail);
+    uint64_t *on = &dev->ms.away[(size_t)ids[0] * dev->max_streams];
+    for (uint32_t i = 1; i < k; i++) {
+      on[ids[i]] = last[i];
+      dev->ms.away_mask[ids[i]] |= UINT64_C(1) << ids[0];
+    }
+    weft_stream_submit(s, ch.head, ch.tail);
     return;
   }
   for (uint32_t i = 0; i < k; i++) { /* each batch on its own stream */

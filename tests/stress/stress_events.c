@@ -17,6 +17,15 @@
  * allocator; the device's own block is kept until the round ends, as in
  * stress_close, for the calls that learn of the close from a refusal).
  *
+ * Then the moved phase (rounds / 4 of them, at least 2, alternating the
+ * Interleave and Sequential strategies): client threads each submit, over
+ * and over, a task graph whose stream 2 task align interleaves onto stream
+ * 0's queue behind a slow kernel, then a barrier on stream 2 (weft_sync, a
+ * record waited for, a read_async of another buffer) that must not return
+ * before that task ran; or a kernel on stream 3 stamping a counter, a
+ * record, stream 2 made to wait for it, and a graph whose stream 2 task,
+ * moved onto stream 1's queue, checks the stamp is there.
+ *
  * Exit status 0 on success; 1 with a message on the first failure. */
 #include <inttypes.h>
 #include <pthread.h>
@@ -270,6 +279,252 @@ static bool run_round(int round) {
   return ok && !atomic_load(&failed);
 }
 
+/* ---- the moved phase: barriers cover tasks Interleave placed on other queues ---- */
+
+static _Atomic uint64_t moved_ran[CLIENTS]; /* the moved task's runs, per client */
+
+static weft_status slow_kernel(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx;
+  (void)user;
+  for (int i = 0; i < 20; i++) sched_yield(); /* holds stream 0's queue a while */
+  return NULL;
+}
+
+static weft_status nothing_kernel(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx;
+  (void)user;
+  return NULL;
+}
+
+static weft_status moved_kernel(const weft_kernel_ctx *ctx, void *user) {
+  (void)user;
+  const stamp_args *a = ctx->scalars;
+  atomic_fetch_add_explicit(&moved_ran[a->client], 1, memory_order_release);
+  return NULL;
+}
+
+typedef struct mover {
+  weft_device *dev;
+  weft_kernel slow, moved, nothing, stamp, check;
+  weft_buffer x, y, w, u, v, z;
+  uint32_t index, iterations;
+  bool failed_here;
+} mover;
+
+static weft_binding bind(weft_buffer b, weft_access a) {
+  return (weft_binding){b, 0, WEFT_WHOLE, a};
+}
+
+static bool add(weft_taskgraph *g, weft_kernel k, const weft_binding *b, size_t n,
+                const stamp_args *a) {
+  weft_status st = weft_taskgraph_add_launch(g, k, one, one, b, n, a, a ? sizeof(*a) : 0, NULL);
+  if (st) fail("taskgraph_add_launch", st);
+  return !st;
+}
+
+/* Lane L on stream L: the slow kernel on 0 (writes x, u), a task on 1
+ * (writes y), the moved task on 2 (writes w), a task on 0 after the slow
+ * one (reads u), and one on 1 binding x then w: align executes the batches
+ * of 0 and 2 together, and Interleave puts stream 2's task behind the slow
+ * kernel on stream 0's queue. */
+static bool submit_behind_slow(mover *m) {
+  weft_taskgraph *g = NULL;
+  weft_status st = weft_taskgraph_create(m->dev, &g);
+  if (st) {
+    fail("taskgraph_create", st);
+    return false;
+  }
+  stamp_args a = {m->index, 0};
+  weft_binding slow_b[2] = {bind(m->x, WEFT_WRITE), bind(m->u, WEFT_WRITE)};
+  weft_binding y_b = bind(m->y, WEFT_WRITE), w_b = bind(m->w, WEFT_WRITE);
+  weft_binding after_b[2] = {bind(m->u, WEFT_READ), bind(m->v, WEFT_WRITE)};
+  weft_binding cons_b[3] = {bind(m->x, WEFT_READ), bind(m->w, WEFT_READ), bind(m->y, WEFT_WRITE)};
+  bool ok = add(g, m->slow, slow_b, 2, NULL) && add(g, m->nothing, &y_b, 1, NULL) &&
+            add(g, m->moved, &w_b, 1, &a) && add(g, m->nothing, after_b, 2, NULL) &&
+            add(g, m->nothing, cons_b, 3, NULL);
+  if (ok && (st = weft_taskgraph_submit(g, 0))) {
+    fail("taskgraph_submit", st);
+    ok = false;
+  }
+  weft_taskgraph_destroy(g);
+  return ok;
+}
+
+/* A stamp on 3, a record, stream 2 ordered after it, then one push: tasks
+ * on 0 (writes v) and 1 (writes y), stream 2's check of the stamp (writes
+ * w), and one on 0 binding y then w: Interleave runs the check on stream
+ * 1's queue, where it must still wait for the event. */
+static bool submit_after_wait(mover *m, uint64_t value) {
+  stamp_args a = {m->index, value};
+  weft_binding zb = bind(m->z, WEFT_READ);
+  weft_status st = weft_launch(m->dev, 3, m->stamp, one, one, &zb, 1, &a, sizeof(a));
+  weft_event ev = {0};
+  if (!st) st = weft_event_record(m->dev, 3, &ev);
+  if (!st) st = weft_stream_wait_event(m->dev, 2, ev);
+  if (ev.id) {
+    weft_status rel = weft_event_release(m->dev, ev);
+    if (!st)
+      st = rel;
+    else
+      weft_error_free(rel);
+  }
+  if (st) {
+    fail("stamp, record and stream_wait_event", st);
+    return false;
+  }
+  weft_taskgraph *g = NULL;
+  if ((st = weft_taskgraph_create(m->dev, &g))) {
+    fail("taskgraph_create", st);
+    return false;
+  }
+  weft_binding v_b = bind(m->v, WEFT_WRITE), y_b = bind(m->y, WEFT_WRITE),
+               w_b = bind(m->w, WEFT_WRITE);
+  weft_binding cons_b[3] = {bind(m->y, WEFT_READ), bind(m->w, WEFT_READ), bind(m->v, WEFT_WRITE)};
+  bool ok = add(g, m->nothing, &v_b, 1, NULL) && add(g, m->nothing, &y_b, 1, NULL) &&
+            add(g, m->check, &w_b, 1, &a) && add(g, m->nothing, cons_b, 3, NULL);
+  if (ok && (st = weft_taskgraph_submit(g, 0))) {
+    fail("taskgraph_submit", st);
+    ok = false;
+  }
+  weft_taskgraph_destroy(g);
+  return ok;
+}
+
+static void *mover_main(void *arg) {
+  mover *m = arg;
+  weft_device *dev = m->dev;
+  uint32_t dst[ELEMS];
+  for (uint64_t i = 1; i <= m->iterations && !atomic_load(&failed); i++) {
+    if (i % 4 == 3) {
+      if (!submit_after_wait(m, i)) return NULL;
+      continue;
+    }
+    uint64_t before = atomic_load_explicit(&moved_ran[m->index], memory_order_acquire);
+    if (!submit_behind_slow(m)) return NULL;
+    weft_status st;
+    weft_event ev = {0};
+    const char *what;
+    switch (i % 4) {
+    case 0:
+      what = "weft_sync(2)";
+      st = weft_sync(dev, 2);
+      break;
+    case 1:
+      what = "a record on 2";
+      st = weft_event_record(dev, 2, &ev);
+      if (!st) st = wait_for(dev, ev, (i / 4) % 2);
+      break;
+    default:
+      what = "a read_async on 2";
+      st = weft_buffer_read_async(dev, 2, m->z, 0, dst, sizeof(dst), &ev);
+      if (!st) st = wait_for(dev, ev, (i / 4) % 2);
+      break;
+    }
+    if (ev.id) {
+      weft_status rel = weft_event_release(dev, ev);
+      if (!st)
+        st = rel;
+      else
+        weft_error_free(rel);
+    }
+    if (st) {
+      fail(what, st);
+      return NULL;
+    }
+    if (atomic_load_explicit(&moved_ran[m->index], memory_order_acquire) <= before) {
+      char text[160];
+      snprintf(text, sizeof(text),
+               "client %u: %s completed before stream 2's task (placed on stream 0's queue) ran",
+               m->index, what);
+      fail(text, NULL);
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+static bool run_moved_round(int round, uint32_t iterations) {
+  weft_counting_allocator *ca = NULL;
+  weft_status st = weft_counting_allocator_create(&ca);
+  if (st) {
+    fail("counting allocator", st);
+    return false;
+  }
+  weft_allocator a = weft_counting_allocator_get(ca);
+  weft_device_options o;
+  weft_device_options_init(&o);
+  o.allocator = &a;
+  o.max_streams = 4;
+  o.strategy = round % 2 ? WEFT_STRATEGY_SEQUENTIAL : WEFT_STRATEGY_INTERLEAVE;
+  weft_device *dev = NULL;
+  if ((st = weft_device_open(&o, &dev))) {
+    fail("open", st);
+    weft_counting_allocator_destroy(ca);
+    return false;
+  }
+  static mover mv[CLIENTS];
+  memset(mv, 0, sizeof(mv));
+  weft_kernel k[5];
+  bool ok = !(st = weft_kernel_host(dev, "slow", slow_kernel, NULL, &k[0])) &&
+            !(st = weft_kernel_host(dev, "moved", moved_kernel, NULL, &k[1])) &&
+            !(st = weft_kernel_host(dev, "nothing", nothing_kernel, NULL, &k[2])) &&
+            !(st = weft_kernel_host(dev, "stamp", stamp_kernel, NULL, &k[3])) &&
+            !(st = weft_kernel_host(dev, "check", check_kernel, NULL, &k[4]));
+  if (!ok) fail("kernel", st);
+  for (int t = 0; ok && t < CLIENTS; t++) {
+    mover *m = &mv[t];
+    atomic_store(&stamps[t], 0);
+    *m = (mover){.dev = dev,
+                 .slow = k[0],
+                 .moved = k[1],
+                 .nothing = k[2],
+                 .stamp = k[3],
+                 .check = k[4],
+                 .index = (uint32_t)t,
+                 .iterations = iterations};
+    weft_buffer *all[] = {&m->x, &m->y, &m->w, &m->u, &m->v, &m->z};
+    for (size_t b = 0; ok && b < sizeof(all) / sizeof(all[0]); b++)
+      if ((st = weft_buffer_create(dev, (weft_stream_id)b, ELEMS * 4, all[b]))) {
+        fail("create", st);
+        ok = false;
+      }
+    uint32_t src[ELEMS] = {0};
+    if (ok && (st = weft_buffer_write(dev, 3, m->z, 0, src, sizeof(src)))) {
+      fail("write", st);
+      ok = false;
+    }
+  }
+  pthread_t th[CLIENTS];
+  int started = 0;
+  for (int t = 0; ok && t < CLIENTS; t++, started++)
+    if (pthread_create(&th[t], NULL, mover_main, &mv[t]) != 0) {
+      fail("pthread_create", NULL);
+      ok = false;
+    }
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  weft_device_stats s = {0};
+  if (ok && (st = weft_device_stats_get(dev, &s))) {
+    fail("stats", st);
+    ok = false;
+  }
+  if (ok && !atomic_load(&failed) && o.strategy == WEFT_STRATEGY_INTERLEAVE &&
+      s.tasks_interleaved == 0) {
+    fail("the moved phase interleaved nothing: its premise did not hold", NULL);
+    ok = false;
+  }
+  weft_device_close(dev);
+  weft_alloc_counts n = weft_counting_allocator_counts(ca);
+  if (n.live_blocks || n.live_bytes) {
+    char what[128];
+    snprintf(what, sizeof(what), "moved round %d: %" PRIu64 " blocks (%" PRIu64 " bytes) leaked",
+             round, n.live_blocks, n.live_bytes);
+    fail(what, NULL);
+    ok = false;
+  }
+  weft_counting_allocator_destroy(ca);
+  return ok && !atomic_load(&failed);
+}
+
 int main(int argc, char **argv) {
   long rounds = argc > 1 ? strtol(argv[1], NULL, 10) : 40;
   if (rounds <= 0) rounds = 40;
@@ -278,7 +533,14 @@ int main(int argc, char **argv) {
     alarm(60);
     if (!run_round((int)r)) return 1;
   }
+  long moved = rounds / 4 > 2 ? rounds / 4 : 2;
+  for (long r = 0; r < moved; r++) {
+    alarm(60);
+    if (!run_moved_round((int)r, 120)) return 1;
+  }
   alarm(0);
-  printf("stress_events: %ld rounds, every event answered in order\n", rounds);
+  printf("stress_events: %ld rounds, every event answered in order; %ld moved rounds, every "
+         "barrier after the work moved off its stream\n",
+         rounds, moved);
   return 0;
 }
