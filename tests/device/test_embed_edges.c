@@ -768,3 +768,45 @@ Test(alloc_failures, each_failing_allocation_in_the_new_calls_is_clean, .timeout
   }
   cr_assert(!failed, "400 allocations were not enough for one round");
 }
+
+/* ---- a log hook that calls back ------------------------------------------------------------ */
+
+typedef struct hook_seen {
+  _Atomic int calls, nested_sets;
+} hook_seen;
+
+/* On its first message, turns logging off from inside itself (a common
+ * "log the first error, then stop"), and asks for a bad level (which logs a
+ * warning from inside the hook). */
+static void hook_turns_itself_off(void *user, int level, const char *message) {
+  (void)level, (void)message;
+  hook_seen *h = user;
+  if (atomic_fetch_add(&h->calls, 1) == 0) {
+    weft_set_log(hook_turns_itself_off, h, 99); /* its warning must not recurse */
+    atomic_fetch_add(&h->nested_sets, 1);
+    weft_set_log(NULL, NULL, 0); /* error only */
+    atomic_fetch_add(&h->nested_sets, 1);
+  }
+}
+
+Test(callbacks, a_log_hook_calling_weft_set_log_takes_effect_when_it_returns, .timeout = 30) {
+  hook_seen h = {0};
+  /* A bad level warns through the new hook at once. */
+  weft_set_log(hook_turns_itself_off, &h, 42);
+  cr_assert_eq(atomic_load(&h.nested_sets), 2, "weft_set_log from the hook did not return");
+  cr_assert_eq(atomic_load(&h.calls), 1, "the hook ran %d times", atomic_load(&h.calls));
+  /* Its last call won: logging went back to stderr at level error, so a
+   * warning no longer reaches the hook. */
+  env e;
+  env_options(&e);
+  e.opts.failpoints = "poison#1";
+  env_open(&e);
+  weft_kernel k;
+  EXPECT_OK(weft_kernel_host(e.dev, "inc", inc, NULL, &k));
+  weft_buffer b;
+  EXPECT_OK(weft_buffer_create(e.dev, 0, 4, &b));
+  launch1(e.dev, 0, k, b, WEFT_READ_WRITE);
+  EXPECT_KIND(weft_sync(e.dev, 0), WEFT_ERR_DEVICE_POISONED, NULL);
+  cr_assert_eq(atomic_load(&h.calls), 1);
+  env_close(&e);
+}
