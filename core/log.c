@@ -34,13 +34,38 @@ const char *weft_log_level_name(int level) {
   return level >= WEFT_LOG_ERROR && level <= WEFT_LOG_DEBUG ? level_names[level] : "?";
 }
 
+/* The hook is running on this thread (it holds the read side): a message
+ * from a weft call the hook makes would take the lock again (a deadlock
+ * behind a waiting weft_set_log) and call the hook inside itself, and a
+ * weft_set_log it makes would wait for itself. So the first goes to stderr,
+ * and the second is kept here and applied once the hook has returned. */
+static _Thread_local bool in_hook;
+static _Thread_local struct {
+  bool set;
+  weft_log_fn fn;
+  void *user;
+  int level;
+} deferred;
+
 static void emit(int level, const char *msg) {
+  if (in_hook) {
+    fprintf(stderr, "weft: %s: %s (from a call the log hook made)\n", weft_log_level_name(level),
+            msg);
+    return;
+  }
   pthread_rwlock_rdlock(&hook_lock);
-  if (hook_fn)
+  if (hook_fn) {
+    in_hook = true;
     hook_fn(hook_user, level, msg);
-  else
+    in_hook = false;
+  } else {
     fprintf(stderr, "weft: %s: %s\n", weft_log_level_name(level), msg);
+  }
   pthread_rwlock_unlock(&hook_lock);
+  if (deferred.set) { /* the hook called weft_set_log: now it can wait */
+    deferred.set = false;
+    weft_set_log(deferred.fn, deferred.user, deferred.level);
+  }
 }
 
 void weft__log(int level, const char *fmt, ...) {
@@ -58,6 +83,13 @@ uint64_t weft__log_formatted(void) {
 }
 
 void weft_set_log(weft_log_fn fn, void *user, int level) {
+  if (in_hook) { /* from the hook itself: applied when it returns (emit) */
+    deferred.set = true;
+    deferred.fn = fn;
+    deferred.user = user;
+    deferred.level = level;
+    return;
+  }
   int clamped = level < WEFT_LOG_ERROR   ? WEFT_LOG_ERROR
                 : level > WEFT_LOG_DEBUG ? WEFT_LOG_DEBUG
                                          : level;

@@ -917,9 +917,11 @@ weft_status weft_capture_replay(weft_capture *cap) {
   if (s != WEFT_CAPTURE_READY) return out_of_order("replay", s, "after a successful end");
   /* Back-pressure: at most WEFT_REPLAY_INSTANCES replays of one capture in
    * flight, from any number of threads (the wait takes the slot). A kernel
-   * never waits (the replays in flight may wait for it): it takes a slot
-   * regardless, and past the instances its replays run on clones. */
-  if (weft__running_kernel(dev))
+   * never waits (the replays in flight may wait for it), nor does the
+   * scheduler's own thread (an import's release callback, the OOM observer,
+   * a CUDA native kernel: the replays wait for it to process them): it takes
+   * a slot regardless, and past the instances its replays run on clones. */
+  if (weft__running_kernel(dev) || weft__dev_scheduling() == dev)
     atomic_fetch_add_explicit(&cap->outstanding, 1, memory_order_relaxed);
   else
     weft__wait_room(dev, instance_take, cap);

@@ -860,7 +860,10 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_trace_end(weft_device *dev, const
  * The hook may be called from any weft thread (the scheduler, a pool
  * thread, a client inside a call), concurrently: it must be thread-safe and
  * must not call weft. weft_set_log returns once no call of the previous
- * hook is running, so its |user| may be freed then. The variable
+ * hook is running, so its |user| may be freed then. Called from inside the
+ * hook (which cannot wait for itself), weft_set_log takes effect when the
+ * hook returns; a message from a call the hook makes goes to stderr, not
+ * into the hook again. The variable
  * WEFT_LOG=error|warn|info|debug sets the level for devices opened later,
  * unless the program has called weft_set_log (docs/configuration.md). */
 typedef void (*weft_log_fn)(void *user, int level, const char *message);
