@@ -345,12 +345,15 @@ static weft_status trace_make(weft_device *dev, uint64_t max_events, weft_trace 
   if (cap < TRACE_MIN_RECORDS) cap = TRACE_MIN_RECORDS;
   weft_trace *tr = weft__calloc(&dev->alloc, sizeof(*tr), 16);
   if (!tr) return weft__oom(sizeof(*tr), "a trace");
-  /* Not cleared: a record is read only once written (|at| and |wraps| say which). */
   tr->ring = weft__alloc(&dev->alloc, sizeof(trace_rec) * cap, 64);
   if (!tr->ring) {
     weft__free(&dev->alloc, tr, sizeof(*tr), 16);
     return weft__oom(sizeof(trace_rec) * cap, "a trace's ring");
   }
+  /* Touched now, not by the recording: a fresh ring's first write to each
+   * page is a page fault, which costs more than the records it holds (a
+   * record is read only once written: |at| and |wraps| say which). */
+  memset(tr->ring, 0, sizeof(trace_rec) * cap);
   tr->cap = cap;
   *out = tr;
   return NULL;
