@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/report.h"
 #include "core/sync.h" /* weft__futex_counts: weft's futex calls, process-wide */
 
 #define WB_MAX_BENCHES  128
@@ -135,18 +136,20 @@ typedef struct wb_config {
   unsigned reps, warmup;
   double scale; /* --scale as given */
   bool quick, list;
-  bool peers;            /* --peers: only the benchmarks with a peer, and their peers */
-  unsigned load;         /* --load N: busy threads (the whole run, or the loaded pass) */
-  bool load_compare;     /* --load-compare: each round runs unloaded, then beside |load| threads */
-  unsigned passes;       /* 1, or 2 with --load-compare */
-  const char *filter;    /* NULL: every benchmark */
-  const char *json_path; /* NULL: no JSON; "-": stdout */
+  bool peers;             /* --peers: only the benchmarks with a peer, and their peers */
+  unsigned load;          /* --load N: busy threads (the whole run, or the loaded pass) */
+  bool load_compare;      /* --load-compare: each round runs unloaded, then beside |load| threads */
+  unsigned passes;        /* 1, or 2 with --load-compare */
+  const char *filter;     /* NULL: every benchmark */
+  const char *json_path;  /* NULL: no JSON; "-": stdout */
+  const char *report_dir; /* --report DIR: the HTML report, or NULL */
+  const char *report_trace; /* --report-trace FILE: the trace the report draws, or NULL */
 } wb_config;
 
 static void usage(FILE *f) {
   fputs("usage: weft-bench [--list] [--filter SUBSTR] [--reps N] [--warmup N] [--scale F]\n"
         "                  [--json FILE] [--quick] [--peers] [--load N] [--load-compare]\n"
-        "                  [--help]\n"
+        "                  [--report DIR [--report-trace FILE]] [--help]\n"
         "\n"
         "Runs weft's benchmarks and prints min/median/max nanoseconds per operation.\n"
         "\n"
@@ -167,6 +170,12 @@ static void usage(FILE *f) {
         "                   figures exclude their time\n"
         "  --load-compare   each round runs every benchmark unloaded, then beside the --load\n"
         "                   threads (default 2), and the CPU rise per operation is printed\n"
+        "  --report DIR     also write DIR/index.html: SVG figures of the run (each benchmark\n"
+        "                   against its baseline, scaling with producers and streams, replay,\n"
+        "                   memory, failures), a timeline of a small traced workload, and the\n"
+        "                   JSON; progress goes to stderr, a line per benchmark and round\n"
+        "  --report-trace FILE  draw the timeline from FILE (Chrome trace-event JSON, e.g.\n"
+        "                   from weft_trace_end) instead of recording one\n"
         "  --help           show this help and exit\n"
         "\n"
         "Absolute times on a shared machine are noise; the ratio to the baseline,\n"
@@ -230,7 +239,8 @@ static int parse_args(int argc, char **argv, wb_config *cfg) {
                 strcmp(opt, "--peers") == 0 || strcmp(opt, "--load-compare") == 0;
     bool takes = strcmp(opt, "--filter") == 0 || strcmp(opt, "--reps") == 0 ||
                  strcmp(opt, "--warmup") == 0 || strcmp(opt, "--scale") == 0 ||
-                 strcmp(opt, "--json") == 0 || strcmp(opt, "--load") == 0;
+                 strcmp(opt, "--json") == 0 || strcmp(opt, "--load") == 0 ||
+                 strcmp(opt, "--report") == 0 || strcmp(opt, "--report-trace") == 0;
     if (!flag && !takes) return bad_usage("unknown option '%s'", arg);
     if (flag && val) return bad_usage("option %s takes no value", opt);
     if (takes && !val) {
@@ -253,6 +263,12 @@ static int parse_args(int argc, char **argv, wb_config *cfg) {
         return bad_usage("--load '%s': expected a number of busy threads in 0..%u", val,
                          WB_MAX_LOAD);
       load_given = true;
+    } else if (strcmp(opt, "--report") == 0) {
+      if (!*val) return bad_usage("--report needs a directory");
+      cfg->report_dir = val;
+    } else if (strcmp(opt, "--report-trace") == 0) {
+      if (!*val) return bad_usage("--report-trace needs a file name");
+      cfg->report_trace = val;
     } else if (strcmp(opt, "--filter") == 0) {
       if (!*val) return bad_usage("--filter needs a non-empty substring");
       cfg->filter = val;
@@ -270,6 +286,8 @@ static int parse_args(int argc, char **argv, wb_config *cfg) {
       cfg->json_path = val;
     }
   }
+  if (cfg->report_trace && !cfg->report_dir)
+    return bad_usage("--report-trace draws the timeline of a --report: give --report DIR too");
   if (cfg->load_compare && !load_given) cfg->load = WB_LOAD_COMPARE;
   if (cfg->load_compare && cfg->load == 0)
     return bad_usage("--load-compare compares with a loaded pass: --load must be at least 1");
@@ -687,23 +705,67 @@ static void run_one(wb_ctx *r, wb_pass *p, int m /* measured run, or -1 */, wb_p
   }
 }
 
-static void run_rounds(const wb_config *cfg, bool progress, wb_ctx *rs, size_t n) {
+/* "1h02m", "3m12s", "42s", "0.4s": a duration for the progress lines. */
+static void fmt_left(double s, char *out, size_t cap) {
+  if (s >= 3600)
+    snprintf(out, cap, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+  else if (s >= 60)
+    snprintf(out, cap, "%dm%02ds", (int)(s / 60), (int)s % 60);
+  else
+    snprintf(out, cap, s >= 10 ? "%.0fs" : "%.1fs", s);
+}
+
+/* Long runs: a line per benchmark and round on stderr, with the time the
+ * runs still to come should take, each estimated by its benchmark's latest
+ * run (the first round: by the mean of the runs so far). */
+static void progress_line(const wb_config *cfg, const wb_ctx *rs, size_t n, const double *last,
+                          unsigned k, unsigned pass, size_t i) {
+  unsigned rounds = cfg->warmup + cfg->reps;
+  bool warm = k < cfg->warmup;
+  double done = 0, left = 0;
+  size_t ndone = 0;
+  for (size_t j = 0; j < n; j++)
+    if (last[j] >= 0) done += last[j], ndone++;
+  double mean = ndone ? done / (double)ndone : 0;
+  for (size_t j = 0; j < n; j++) {
+    /* runs of j still to come: later rounds, and this round's if j is after i */
+    size_t runs_after =
+        (size_t)(rounds - k - 1) * cfg->passes + (cfg->passes - pass - 1) + (j > i ? 1 : 0);
+    left += (double)runs_after * (last[j] >= 0 ? last[j] : mean);
+  }
+  char eta[32];
+  fmt_left(left, eta, sizeof(eta));
+  fprintf(stderr, "weft-bench: %s %u/%u%s, %zu/%zu %s: %.4g s; about %s left\n",
+          warm ? "warm-up" : "round", warm ? k + 1 : k - cfg->warmup + 1,
+          warm ? cfg->warmup : cfg->reps, pass ? " (loaded)" : "", i + 1, n, rs[i].bench->name,
+          last[i], eta);
+}
+
+static void run_rounds(const wb_config *cfg, bool progress, bool lines, wb_ctx *rs, size_t n) {
   unsigned rounds = cfg->warmup + cfg->reps;
   wb_probe pr[2] = {{0}};
+  double *last = wb_calloc(n, sizeof(double)); /* seconds of each benchmark's latest run */
+  for (size_t i = 0; i < n; i++) last[i] = -1;
   for (unsigned k = 0; k < rounds; k++) {
     bool warm = k < cfg->warmup;
-    if (progress)
+    if (progress && !lines)
       fprintf(stderr, "\r%s %u/%u ", warm ? "warm-up" : "round", warm ? k + 1 : k - cfg->warmup + 1,
               warm ? cfg->warmup : cfg->reps);
     for (unsigned pass = 0; pass < cfg->passes; pass++) {
       if (pass == 1) load_start(cfg->load); /* --load-compare's loaded pass */
-      for (size_t i = 0; i < n; i++)
+      for (size_t i = 0; i < n; i++) {
+        uint64_t t = lines ? wb_now_ns() : 0;
         run_one(&rs[i], &rs[i].pass[pass], warm ? -1 : (int)(k - cfg->warmup), pr);
+        if (!lines) continue;
+        last[i] = (double)(wb_now_ns() - t) / 1e9;
+        progress_line(cfg, rs, n, last, k, pass, i);
+      }
       if (pass == 1) load_stop();
     }
   }
+  free(last);
   for (int i = 0; i < 2; i++) free(pr[i].tasks.v);
-  if (progress) fputs("\r                    \r", stderr);
+  if (progress && !lines) fputs("\r                    \r", stderr);
 }
 
 static void summarize(const wb_config *cfg, wb_ctx *r) {
@@ -1479,6 +1541,35 @@ static void print_json(FILE *f, const wb_config *cfg, const wb_host *h, const wb
   fputs(nnotes ? "\n  ]\n}\n" : "]\n}\n", f);
 }
 
+/* The --report: the JSON document in memory, the timeline's trace (given,
+ * or recorded now when the build has the trace API), the page. */
+static int write_report(const wb_config *cfg, const wb_host *h, const wb_ctx *rs, size_t n,
+                        const wb_group *const *groups, size_t ngroups) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) wb_fatal("--report: open_memstream: %s", strerror(errno));
+  print_json(mem, cfg, h, rs, n, groups, ngroups);
+  if (fclose(mem) != 0) wb_fatal("--report: the JSON document: %s", strerror(errno));
+  const char *trace = cfg->report_trace, *title = "Timeline of the given trace";
+  char recorded[4096];
+  int rc = 0;
+  if (!trace && wb_report_can_trace()) {
+    snprintf(recorded, sizeof(recorded), "%s/trace.json", cfg->report_dir);
+    fputs("weft-bench: recording the timeline's workload\n", stderr);
+    if (wb_report_record_trace(recorded)) {
+      trace = recorded;
+      title = "Timeline: 6 layers of 4 launches over 4 streams, the 11th launch failing";
+    } else {
+      rc = 1;
+    }
+  }
+  if (wb_report_write(cfg->report_dir, text, trace, title) != 0) rc = 1;
+  free(text);
+  if (rc == 0) fprintf(stderr, "weft-bench: the report is %s/index.html\n", cfg->report_dir);
+  return rc;
+}
+
 static void list_benches(void) {
   size_t w = strlen("benchmark");
   for (size_t i = 0; i < nregistered; i++)
@@ -1584,7 +1675,9 @@ int wb_main(int argc, char **argv) {
   size_t order[WB_MAX_BENCHES];
   order_selection(&cfg, selected, order);
 
-  /* Open the JSON file first: a bad path fails now, not after the run. */
+  /* Open the JSON file and the report's directory first: a bad path fails
+   * now, not after the run. */
+  if (cfg.report_dir && !wb_report_prepare(cfg.report_dir)) return 2;
   FILE *json = NULL;
   bool json_stdout = cfg.json_path && strcmp(cfg.json_path, "-") == 0;
   if (json_stdout) {
@@ -1607,7 +1700,7 @@ int wb_main(int argc, char **argv) {
   if (whole_load) load_start(cfg.load);
   for (size_t k = 0; k < nsel; k++) prepare(registry[order[k]], &cfg, &rs[k]);
   size_t n = nsel;
-  run_rounds(&cfg, progress, rs, n);
+  run_rounds(&cfg, progress, cfg.report_dir != NULL, rs, n);
   for (size_t i = 0; i < n; i++) {
     if (rs[i].bench->teardown) rs[i].bench->teardown(rs[i].state, &rs[i]);
     summarize(&cfg, &rs[i]);
@@ -1665,6 +1758,7 @@ int wb_main(int argc, char **argv) {
       rc = 1;
     }
   }
+  if (cfg.report_dir && write_report(&cfg, &host, rs, n, groups, ngroups) != 0) rc = 1;
   bool warned = false;
   for (size_t i = 0; i < nnotes; i++) warned |= notes[i].warning;
   if (warned) {

@@ -7,6 +7,11 @@
 #          the peer ratios and the loaded pass into results[] (a build
 #          without oneTBB: --peers says so and exits 0, and a tiny weft run
 #          still has the accounting fields).
+#   report: a tiny --report run with --report-trace on a synthetic trace
+#          writes index.html and one SVG per figure, each well-formed
+#          (-DXMLLINT=<xmllint>; "SKIP:" without it), with the timeline drawn
+#          from the trace, the JSON embedded and a progress line per
+#          benchmark; bad --report arguments are refused before any run.
 cmake_minimum_required(VERSION 3.25)
 foreach(v BENCH MODE PEERS WORK)
   if(NOT DEFINED ${v})
@@ -72,6 +77,91 @@ if(MODE STREQUAL "cli")
       message(FATAL_ERROR "weft-bench --help (status ${rc}) does not describe ${flag}:\n${out}")
     endif()
   endforeach()
+  return()
+endif()
+
+if(MODE STREQUAL "report")
+  expect_refused("--report-trace draws the timeline of a --report: give --report DIR too"
+                 --report-trace ${WORK}/none.json)
+  expect_refused("option --report needs a value" --report)
+  expect_refused("--report: cannot create the directory '${WORK}/no/such/dir'"
+                 --report ${WORK}/no/such/dir)
+  if(NOT XMLLINT)
+    message("SKIP: xmllint is not installed (Debian: apt-get install libxml2-utils)")
+    return()
+  endif()
+  # Two tracks, a run, a failure and a skip joined by a flow, an instant
+  # event, a counter (not drawn) and metadata naming the tracks.
+  file(WRITE ${WORK}/synthetic.json [=[
+{"traceEvents":[
+ {"name":"thread_name","ph":"M","pid":1,"tid":0,"args":{"name":"stream 0"}},
+ {"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"stream 1 <&>"}},
+ {"name":"fill#1","ph":"X","ts":10,"dur":5,"pid":1,"tid":0,"args":{"outcome":"ran","launch":1}},
+ {"name":"axpy#2","ph":"X","ts":16.5,"dur":4,"pid":1,"tid":0,"args":{"outcome":"failed"}},
+ {"name":"taint","ph":"s","id":7,"ts":20,"pid":1,"tid":0},
+ {"name":"reduce#3","ph":"X","ts":22,"dur":3,"pid":1,"tid":1,"args":{"outcome":"skipped"}},
+ {"name":"taint","ph":"f","bp":"e","id":7,"ts":22,"pid":1,"tid":1},
+ {"name":"reclaim","ph":"i","s":"t","ts":30,"pid":1,"tid":1},
+ {"name":"bytes in use","ph":"C","ts":31,"pid":1,"args":{"stream 0":4096}}
+]}
+]=])
+  set(dir ${WORK}/report)
+  file(REMOVE_RECURSE ${dir})
+  bench(--quick --reps 1 --warmup 0 --scale 0.001 --report ${dir}
+        --report-trace ${WORK}/synthetic.json)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "weft-bench --report: exit status ${rc}\n${err}")
+  endif()
+  foreach(part "weft-bench: round 1/1, 1/" "; about " "the report is ${dir}/index.html")
+    string(FIND "${err}" "${part}" at)
+    if(at LESS 0)
+      message(FATAL_ERROR "stderr lacks '${part}':\n${err}")
+    endif()
+  endforeach()
+  set(figures baselines producers streams replay memory failures timeline)
+  foreach(f index.html ${figures})
+    if(NOT f STREQUAL "index.html")
+      set(f ${f}.svg)
+    endif()
+    if(NOT EXISTS ${dir}/${f})
+      message(FATAL_ERROR "--report wrote no ${f}")
+    endif()
+    execute_process(COMMAND ${XMLLINT} --noout ${dir}/${f} RESULT_VARIABLE lint
+                    ERROR_VARIABLE lint_err)
+    if(NOT lint EQUAL 0)
+      message(FATAL_ERROR "${f} is not well-formed XML:\n${lint_err}")
+    endif()
+  endforeach()
+  file(READ ${dir}/index.html html)
+  file(READ ${dir}/timeline.svg timeline)
+  foreach(part "<pre id=\"results-json\">{" "&quot;results&quot;: [" "<svg xmlns=" "timeline.svg")
+    string(FIND "${html}" "${part}" at)
+    if(at LESS 0)
+      message(FATAL_ERROR "index.html lacks '${part}'")
+    endif()
+  endforeach()
+  # The timeline: both tracks by name, the three boxes (the failed one red,
+  # the skipped one grey), the instant event, the flow's arrow, the footer.
+  foreach(part "stream 0" "stream 1 &lt;&amp;&gt;" "fill#1" "axpy#2 (4 µs, failed)" "#c8102e"
+               "reduce#3" "#a8a8a8" "reclaim" "marker-end=\"url(#arrow)\""
+               "3 events on 2 tracks, 1 flows")
+    string(FIND "${timeline}" "${part}" at)
+    if(at LESS 0)
+      message(FATAL_ERROR "timeline.svg lacks '${part}':\n${timeline}")
+    endif()
+  endforeach()
+  # A trace that is not one is reported, and the page is written without it.
+  file(WRITE ${WORK}/bad.json "{\"events\": []}")
+  bench(--quick --reps 1 --warmup 0 --scale 0.001 --filter launch_noop_1stream --report ${dir}
+        --report-trace ${WORK}/bad.json)
+  string(FIND "${err}" "the trace '${WORK}/bad.json' is not drawn: no \"traceEvents\" array" at)
+  if(NOT rc EQUAL 1 OR at LESS 0)
+    message(FATAL_ERROR "a bad trace: status ${rc}, expected 1 and a message:\n${err}")
+  endif()
+  execute_process(COMMAND ${XMLLINT} --noout ${dir}/index.html RESULT_VARIABLE lint)
+  if(NOT lint EQUAL 0)
+    message(FATAL_ERROR "index.html without the timeline is not well-formed")
+  endif()
   return()
 endif()
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/error.h"
 #include "core/hunt.h"
@@ -22,7 +23,8 @@
 #define QUOTE_MAX 63
 
 typedef struct config {
-  bool log;
+  int log_level;                 /* WEFT_LOG: 0..3, WEFT_CONFIG_LOG_UNSET or _INVALID */
+  char log_value[QUOTE_MAX + 4]; /* the bad value, "..." when cut */
   bool strict_wakeups;
   weft_scheduler_mode scheduler; /* THREAD or COMBINING when valid */
   bool scheduler_invalid;
@@ -68,6 +70,33 @@ static int64_t number(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
   const char *v = getenv(name);
   int64_t n;
   return v && *v && parse_int(name, v, lo, hi, &n) ? n : dflt;
+}
+
+/* WEFT_LOG: a level name (any case), or one of the values of the flag it
+ * was: "1", "on", "yes", "true" meant "print each failure" (now info);
+ * "0", "off", "no", "false" meant off (the default level). */
+static void read_log(config *c) {
+  static const char *const on[] = {"1", "on", "yes", "true"};
+  static const char *const off[] = {"0", "off", "no", "false"};
+  static const char *const names[] = {"error", "warn", "info", "debug", "warning"};
+  const char *v = getenv("WEFT_LOG");
+  c->log_level = WEFT_CONFIG_LOG_UNSET;
+  if (!v || !*v) return;
+  for (int i = 0; i < 5; i++)
+    if (!strcasecmp(v, names[i])) {
+      c->log_level = i == 4 ? 1 : i;
+      return;
+    }
+  for (int i = 0; i < 4; i++) {
+    if (!strcasecmp(v, on[i])) {
+      c->log_level = 2;
+      return;
+    }
+    if (!strcasecmp(v, off[i])) return;
+  }
+  c->log_level = WEFT_CONFIG_LOG_INVALID;
+  size_t n = strlen(v);
+  snprintf(c->log_value, sizeof(c->log_value), "%.*s%s", QUOTE_MAX, v, n > QUOTE_MAX ? "..." : "");
 }
 
 static void read_scheduler(config *c) {
@@ -117,7 +146,7 @@ static void read_hunt_drop(weft_config_hunt *h) {
 
 static void read_all(config *c) {
   memset(c, 0, sizeof(*c));
-  c->log = flag("WEFT_LOG");
+  read_log(c);
   c->strict_wakeups = flag("WEFT_STRICT_WAKEUPS");
   read_scheduler(c);
   read_cuda_driver(c);
@@ -145,8 +174,10 @@ static const config *get(void) {
   return &cfg;
 }
 
-bool weft_config_log(void) {
-  return get()->log;
+int weft_config_log_level(const char **bad) {
+  const config *c = get();
+  if (bad) *bad = c->log_level == WEFT_CONFIG_LOG_INVALID ? c->log_value : NULL;
+  return c->log_level;
 }
 
 bool weft_config_strict_wakeups(void) {

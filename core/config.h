@@ -38,8 +38,16 @@ typedef struct weft_config_hunt {
   bool verbose;    /* WEFT_HUNT_VERBOSE: print the site counts at exit */
 } weft_config_hunt;
 
-/* WEFT_LOG: failure-store tracing on stderr. */
-bool weft_config_log(void);
+/* WEFT_LOG: the log level (0 error .. 3 debug) devices opened later apply
+ * (core/log.h), from a level name in any case ("warning" too) or a value of
+ * the boolean it used to be ("1", "on", "yes", "true": info, where each
+ * recorded failure is printed; "0", "off", "no", "false": unset). Unset or
+ * empty: WEFT_CONFIG_LOG_UNSET. Anything else: WEFT_CONFIG_LOG_INVALID, and
+ * *bad (when |bad| is not NULL) is the value, quoted back (cut at 63
+ * bytes); otherwise *bad is NULL. */
+#define WEFT_CONFIG_LOG_UNSET   (-1)
+#define WEFT_CONFIG_LOG_INVALID (-2)
+int weft_config_log_level(const char **bad);
 
 /* WEFT_STRICT_WAKEUPS: a recovered lost wake-up fails the process (core/sync.c). */
 bool weft_config_strict_wakeups(void);

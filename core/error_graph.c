@@ -206,7 +206,24 @@ void weft_graph_set_origin(weft_error_graph *g, weft_failure_id id, uint32_t ker
   if (!nd) return;
   nd->origin_kernel = kernel;
   nd->origin_launch = launch;
+  nd->origin_label = NULL;
   nd->has_origin = true;
+}
+
+void weft_graph_label_origin(weft_error_graph *g, weft_failure_id id, const char *label) {
+  weft_graph_node *nd = find(g, id);
+  if (nd && nd->has_origin) nd->origin_label = label;
+}
+
+void weft_graph_label_skip(weft_error_graph *g, weft_failure_id id, uint64_t launch,
+                           const char *label) {
+  weft_graph_node *nd = find(g, id);
+  if (!nd || !nd->skips) return;
+  for (uint32_t i = nd->nskips; i-- > 0;)
+    if (nd->skips[i].launch == launch) {
+      nd->skips[i].label = label;
+      return;
+    }
 }
 
 void weft_graph_hold(weft_error_graph *g, weft_failure_id id) {
@@ -233,23 +250,27 @@ static bool produced(const weft_skip_record *r, uint64_t memory) {
   return false;
 }
 
-static void kernel_name(const weft_error_graph *g, uint32_t k, char *buf, size_t cap) {
+/* "kernel 'NAME'", or "launch 'LABEL' of kernel 'NAME'" for a labelled launch. */
+static void kernel_name(const weft_error_graph *g, uint32_t k, const char *label, char *buf,
+                        size_t cap) {
   const char *name = g->namer.kernel ? g->namer.kernel(g->namer.ctx, k) : NULL;
+  int n = label ? snprintf(buf, cap, "launch '%s' of ", label) : 0;
+  if (n < 0 || (size_t)n >= cap) return;
   if (name)
-    snprintf(buf, cap, "'%s'", name);
+    snprintf(buf + n, cap - (size_t)n, "kernel '%s'", name);
   else
-    snprintf(buf, cap, "#%" PRIu32, k);
+    snprintf(buf + n, cap - (size_t)n, "kernel #%" PRIu32, k);
 }
 
 weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uint64_t memory) {
   const weft_graph_node *nd = find(g, id);
   if (!nd) return NULL;
-  char hops[WEFT_SKIP_KEEP + 1][384];
+  char hops[WEFT_SKIP_KEEP + 1][768];
   const char *chain[WEFT_SKIP_KEEP + 1];
   size_t n = 0;
   uint64_t target = memory;
   uint32_t upper = nd->skips ? nd->nskips : 0;
-  char name[272];
+  char name[448]; /* "launch 'LABEL' of kernel 'NAME'" */
   for (;;) {
     /* The newest record before |upper| that produced |target|. */
     const weft_skip_record *hit = NULL;
@@ -262,13 +283,13 @@ weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uin
       }
     }
     if (!hit) break;
-    kernel_name(g, hit->kernel, name, sizeof(name));
-    char mem[64];
+    kernel_name(g, hit->kernel, hit->label, name, sizeof(name));
+    char mem[192]; /* "buffer 'LABEL' (#N)" */
     if (g->namer.memory)
       g->namer.memory(g->namer.ctx, hit->needed, mem, sizeof(mem));
     else
       snprintf(mem, sizeof(mem), "memory %" PRIu64, hit->needed);
-    snprintf(hops[n], sizeof(hops[n]), "skipped kernel %s (launch %" PRIu64 "): it needed %s", name,
+    snprintf(hops[n], sizeof(hops[n]), "skipped %s (launch %" PRIu64 "): it needed %s", name,
              hit->launch, mem);
     chain[n] = hops[n];
     n++;
@@ -283,8 +304,8 @@ weft_status weft_graph_report(const weft_error_graph *g, weft_failure_id id, uin
   }
   char origin[sizeof(name) + 40];
   if (nd->has_origin) {
-    kernel_name(g, nd->origin_kernel, name, sizeof(name));
-    snprintf(origin, sizeof(origin), "kernel %s (launch %" PRIu64 ")", name, nd->origin_launch);
+    kernel_name(g, nd->origin_kernel, nd->origin_label, name, sizeof(name));
+    snprintf(origin, sizeof(origin), "%s (launch %" PRIu64 ")", name, nd->origin_launch);
   }
   return weft__error_unwritten(id, nd->tagged, weft_error_clone(nd->error), chain, n,
                                nd->has_origin ? origin : NULL);

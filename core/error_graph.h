@@ -22,6 +22,7 @@ typedef uint64_t weft_failure_id; /* 0: none */
 typedef struct weft_skip_record {
   uint32_t kernel;    /* kernel index on its device */
   uint64_t launch;    /* launch number (1-based) */
+  const char *label;  /* the launch's label (the device's, interned), or NULL */
   uint64_t needed;    /* memory id of the input that carried the failure */
   uint32_t nproduced; /* written ids (a launch has at most WEFT_SKIP_PRODUCED) */
   uint64_t produced[WEFT_SKIP_PRODUCED];
@@ -38,6 +39,7 @@ typedef struct weft_graph_node {
   /* the launch that failed, when one did (named after the skip hops) */
   uint32_t origin_kernel;
   uint64_t origin_launch;
+  const char *origin_label; /* the failed launch's label (interned), or NULL */
   bool has_origin;
 } weft_graph_node;
 
@@ -91,6 +93,13 @@ const weft_graph_node *weft_graph_node_of(const weft_error_graph *g, weft_failur
 void weft_graph_skipped(weft_error_graph *g, weft_failure_id id, const weft_skip_record *rec);
 void weft_graph_set_origin(weft_error_graph *g, weft_failure_id id, uint32_t kernel,
                            uint64_t launch);
+/* The launch's label (a string that outlives the graph's reports: the
+ * device's interned copy) names the origin, or the skip record of launch
+ * |launch| (when it is still kept), in reports: "launch 'LABEL' of kernel
+ * 'NAME' (launch N)". */
+void weft_graph_label_origin(weft_error_graph *g, weft_failure_id id, const char *label);
+void weft_graph_label_skip(weft_error_graph *g, weft_failure_id id, uint64_t launch,
+                           const char *label);
 void weft_graph_hold(weft_error_graph *g, weft_failure_id id);
 void weft_graph_unhold(weft_error_graph *g, weft_failure_id id);
 uint64_t weft_graph_len(const weft_error_graph *g);

@@ -5,14 +5,13 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "core/config.h"
 #include "core/error.h"
+#include "core/log.h"
 
 void weft_failures_init(weft_failures *fs, const weft_allocator *alloc) {
   memset(fs, 0, sizeof(*fs));
   fs->alloc = alloc;
   weft_graph_init(&fs->graph, alloc);
-  fs->log = weft_config_log();
 }
 
 void weft_failures_destroy(weft_failures *fs) {
@@ -110,12 +109,13 @@ static void taint_with(weft_failures *fs, weft_failure_id f, const weft_target *
       weft_taint_set(w[i].taint, fs->alloc, &fs->graph, w[i].range, f);
 }
 
+/* Each recorded failure once, at info (what WEFT_LOG=1 printed before levels). */
 static void log_once(weft_failures *fs, weft_failure_id f, weft_status error) {
   fs->logged++;
-  if (!fs->log) return;
-  char msg[512];
+  if (!weft_log_on(WEFT_LOG_INFO)) return;
+  char msg[WEFT_LOG_MAX - 32];
   weft_error_format(error, msg, sizeof(msg));
-  fprintf(stderr, "weft: failure #%llu: %s\n", (unsigned long long)f, msg);
+  weft__log(WEFT_LOG_INFO, "failure #%llu: %s", (unsigned long long)f, msg);
 }
 
 void weft_failures_taint(weft_failures *fs, weft_status error, const weft_target *w, size_t n) {
@@ -124,7 +124,7 @@ void weft_failures_taint(weft_failures *fs, weft_status error, const weft_target
   if (!f) { /* the graph cannot hold it: say so rather than lose it silently */
     char msg[256];
     weft_error_format(why, msg, sizeof(msg));
-    fprintf(stderr, "weft: a failure could not be recorded: %s\n", msg);
+    weft__log(WEFT_LOG_ERROR, "a failure could not be recorded: %s", msg);
     weft_error_free(why);
     return;
   }

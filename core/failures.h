@@ -34,7 +34,6 @@ typedef struct weft_failures {
   weft_target *scratch; /* the pooled write set */
   uint32_t scratch_cap;
   uint64_t logged; /* failures logged once each (the backstop for unread failures) */
-  bool log;        /* print failures to stderr as they are recorded (WEFT_LOG) */
 } weft_failures;
 
 void weft_failures_init(weft_failures *fs, const weft_allocator *alloc);

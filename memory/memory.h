@@ -94,6 +94,9 @@ typedef struct weft_mm_config {
 
 typedef struct weft_mm weft_mm;
 
+/* "sliced", "exclusive", "direct" or "persistent" (snapshots and logs). */
+const char *weft_pool_kind_name(weft_pool_kind k);
+
 /* Validates |cfg->layout| (every pool config error is InvalidArgument naming
  * the pool and the rule) and builds the pools. */
 WEFT_MUST_USE_RESULT weft_status weft_mm_create(const weft_mm_config *cfg, weft_storage *storage,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/log.h"
 #include "memory/mm_internal.h"
 
 /* A descriptor, unplaced; ids are unique in the process (the pools key on them). */
@@ -15,6 +16,20 @@ void weft_mem_init(weft_mem *m, uint64_t size) {
   memset(m, 0, sizeof(*m));
   m->id = atomic_fetch_add_explicit(&mem_ids, 1, memory_order_relaxed) + 1;
   m->size = size;
+}
+
+const char *weft_pool_kind_name(weft_pool_kind k) {
+  switch (k) {
+  case WEFT_POOL_SLICED:
+    return "sliced";
+  case WEFT_POOL_EXCLUSIVE:
+    return "exclusive";
+  case WEFT_POOL_DIRECT:
+    return "direct";
+  case WEFT_POOL_PERSISTENT:
+    return "persistent";
+  }
+  return "unknown";
 }
 
 /* ---- small dynamic arrays ---------------------------------------------------------------- */
@@ -390,11 +405,16 @@ static weft_status add_page(weft_pool *p, uint64_t size, uint32_t *idx) {
   uint64_t live = p->npages - p->nvacant;
   if (live > p->pages_peak) p->pages_peak = live;
   if (sliced) seg_update(p, at);
+  WEFT_LOGF(WEFT_LOG_DEBUG, "page %" PRIu64 " added: %" PRIu64 " bytes to a %s pool%s (%" PRIu64
+            " pages)", pg.id, size, weft_pool_kind_name(p->cfg.kind),
+            mm->dry_run ? ", unmapped (dry run)" : "", live);
   *idx = at;
   return NULL;
 }
 
 static void free_page_storage(weft_pool *p, weft_page *pg) {
+  WEFT_LOGF(WEFT_LOG_DEBUG, "page %" PRIu64 " released: %" PRIu64 " bytes of a %s pool", pg->id,
+            pg->size, weft_pool_kind_name(p->cfg.kind));
   if (pg->mapped) weft_storage_dealloc(p->mm->storage, &pg->mem);
   weft__free(p->mm->alloc, pg->slices, (size_t)pg->cap * sizeof(weft_slice), 16);
   memset(pg, 0, sizeof(*pg));

@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "scheduler/window.h"
@@ -188,7 +189,8 @@ void weft__buf_free(weft_device *dev, weft_buf *b) {
   weft_taint_clear(&b->taint, &dev->alloc, &dev->failures.graph);
   weft_taint_clear(&b->exec, &dev->alloc, NULL);
   if (b->unalloc) weft_graph_forget_unallocated(&dev->failures.graph, b->id);
-  if (b->allocated && !b->imported) weft_mm_free(b->mm, &b->mem);
+  if (b->allocated && !b->imported) weft__dev_free(dev, b);
+  if (b->label) weft__free(&dev->alloc, b->label, strlen(b->label) + 1, 1); /* labels.c's copy */
   dev->stats.buffers_live--;
   weft_handles_recycle(&dev->buffers, b->id);
   weft_release_fn release = b->imported ? b->release : NULL;
@@ -202,7 +204,7 @@ void weft__buf_free(weft_device *dev, weft_buf *b) {
 void weft__buf_unallocated(weft_device *dev, weft_buf *b, weft_status why) {
   /* A late mapping failure leaves the slice placed: it goes back now, or it
    * would point at this buffer after it is freed. */
-  if (weft_mem_is_placed(&b->mem)) weft_mm_free(b->mm, &b->mem);
+  weft__dev_free(dev, b);
   b->allocated = false;
   b->ptr = NULL;
   weft_failures_fail_unallocated(&dev->failures, b->id, why);

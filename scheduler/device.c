@@ -8,6 +8,7 @@
 
 #include "core/alloc.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "scheduler/buffers.h"
 #include "scheduler/capture.h"
 #include "scheduler/command.h"
@@ -16,6 +17,7 @@
 #include "scheduler/export.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
+#include "scheduler/labels.h"
 #include "scheduler/launch.h"
 #include "scheduler/loop.h"
 #include "scheduler/memory_calls.h"
@@ -187,8 +189,7 @@ static const char *kernel_name(void *ctx, uint32_t k) {
 }
 
 static void memory_name(void *ctx, uint64_t memory, char *buf, size_t cap) {
-  (void)ctx;
-  weft__buf_name(memory, buf, cap);
+  weft__buf_label_name(ctx, memory, buf, cap); /* reports are made on the scheduler's thread */
 }
 
 /* The backend's sink: a fault it finds poisons the device. */
@@ -223,6 +224,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   weft_device_options o;
+  weft__log_apply_env(); /* WEFT_LOG: the level for devices opened from now on */
   weft_status st = validate_options(opts, &o);
   if (st) return st;
   weft_allocator alloc = o.allocator ? *o.allocator : weft_allocator_default();
@@ -247,6 +249,7 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
   if (!dev->kernels || !dev->streams || !dev->ms.batches)
     st = weft__oom(kbytes, "the device tables");
   if (!st && !weft__cmd_pool_init(dev)) st = weft__oom(WEFT_CMD_CLASS_MIN, "the command pool");
+  if (!st) st = weft__kernels_builtin(dev); /* 'copy' and 'fill', first in the table */
   if (!st) st = backend_open(dev, &o);
   if (!st) {
     dev->mem.mms = weft__calloc(&dev->alloc, sizeof(weft_mm *) * o.max_streams, 16);
@@ -286,6 +289,8 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     if (dev->backend) dev->backend->vt->destroy(dev->backend); /* and the storage */
     weft__free(&dev->alloc, dev->ms.batches, sizeof(weft_batch) * o.max_streams, 16);
     weft__free(&dev->alloc, dev->streams, sizeof(weft_stream *) * o.max_streams, 16);
+    for (uint32_t i = 0; dev->kernels && i < atomic_load(&dev->nkernels); i++) /* the built-ins */
+      weft__free(&dev->alloc, (char *)dev->kernels[i].k.name, dev->kernels[i].name_cap, 1);
     weft__free(&dev->alloc, dev->kernels, kbytes, WEFT_CACHELINE);
     weft_handles_destroy(&dev->buffers);
     weft__events_destroy(dev);
@@ -293,6 +298,8 @@ weft_status weft_device_open(const weft_device_options *opts, weft_device **out)
     weft__free(&dev->alloc, dev, sizeof(*dev), WEFT_CACHELINE);
     return st;
   }
+  WEFT_LOGF(WEFT_LOG_INFO, "device opened: %s backend, %u streams, %u tasks a batch",
+            o.backend == WEFT_BACKEND_CUDA ? "CUDA" : "host", o.max_streams, o.max_tasks);
   *out = dev;
   return NULL;
 }
@@ -347,6 +354,7 @@ void weft__dev_teardown(weft_device *dev) {
   }
   weft__dev_mm_destroy_all(dev);
   weft_failures_destroy(&dev->failures);
+  weft__labels_destroy(dev); /* after the graph: its skip records point at them */
   weft_error_free(dev->live.poison_error);
   weft__free(&dev->alloc, dev->mem.mms, sizeof(weft_mm *) * dev->max_streams, 16);
   weft__free(&dev->alloc, dev->ms.synced, sizeof(uint64_t) * dev->max_streams * dev->max_streams,
@@ -489,6 +497,7 @@ const weft_cmd_ops weft__cmd_ops[] = {
     [CMD_EVENT_CHECK] = {weft__event_process_check, NULL, false},
     [CMD_ADDRESS] = {weft__buf_process_address, NULL, false},
     [CMD_TRACE] = {weft__trace_process, NULL, false},
+    [CMD_LABEL] = {weft__label_process, NULL, false},
 };
-_Static_assert(sizeof(weft__cmd_ops) / sizeof(weft__cmd_ops[0]) == CMD_TRACE + 1,
+_Static_assert(sizeof(weft__cmd_ops) / sizeof(weft__cmd_ops[0]) == CMD_LABEL + 1,
                "every command kind has its entry");

@@ -47,6 +47,7 @@ typedef enum cmd_kind {
   CMD_EVENT_CHECK, /* a kernel's weft_event_wait: would the event wait for that kernel? */
   CMD_ADDRESS,     /* weft_buffer_address: buffer; the answer in |offset| */
   CMD_TRACE,       /* data: the trace call (trace.c) */
+  CMD_LABEL,       /* buffer; data: its new label (owned), or NULL (labels.c) */
 } cmd_kind;
 
 /* What a CMD_READ answers: its blocked caller (token), an event
@@ -98,13 +99,14 @@ typedef struct cmd {
   uint64_t launch_no; /* LAUNCH: 1-based number on the device, in processing order */
   weft_failure_id p;  /* LAUNCH, WRITE: the provisional id of its write scope */
   weft_stream_id stream;
-  uint32_t scalar_bytes;  /* LAUNCH: at most WEFT_MAX_SCALAR_BYTES */
-  weft_error_kind inject; /* LAUNCH: a failpoint makes it fail with this kind */
-  outcome result;         /* set by the worker */
-  bool poison;            /* LAUNCH: a failpoint poisons the device when it runs */
-  bool cancelled;         /* a kernel's call refused while queued: processed as a no-op */
-  bool detached;          /* kept by a recording: no longer counted against back-pressure */
-  bool staged;            /* WRITE: |data| is a separate block for the drop queue */
+  uint32_t scalar_bytes; /* LAUNCH: at most WEFT_MAX_SCALAR_BYTES */
+  uint32_t shared_bytes; /* LAUNCH: dynamic shared memory per block (weft_launch_ex) */
+  uint8_t inject;        /* LAUNCH: a weft_error_kind a failpoint makes it fail with */
+  uint8_t result;        /* an outcome, set by the worker */
+  bool poison;           /* LAUNCH: a failpoint poisons the device when it runs */
+  bool cancelled;        /* a kernel's call refused while queued: processed as a no-op */
+  bool detached;         /* kept by a recording: no longer counted against back-pressure */
+  bool staged;           /* WRITE: |data| is a separate block for the drop queue */
   /* line 3: a failure's details (the worker's), and retirement's */
   weft_status error;                /* OUT_FAILED: the error (owned) */
   weft_read_failure skip;           /* OUT_SKIPPED: the root and the input that carried it */
@@ -128,8 +130,11 @@ typedef struct cmd {
   /* line 4: copies and buffer calls */
   uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
   uint64_t offset, len; /* WRITE, READ; CREATE: len = size */
-  void *data;           /* WRITE: bytes; READ: destination */
-  uint64_t tr_t0;       /* a traced task: when its run began (0: not yet) */
+  union {
+    void *data;        /* WRITE: bytes; READ: destination; LABEL: the label */
+    const char *label; /* LAUNCH: its interned label (weft_launch_ex), or NULL */
+  };
+  uint64_t tr_t0; /* a traced task: when its run began (0: not yet) */
 } cmd;
 
 /* A replay instance's bookkeeping (capture.c): its launches placed and not
@@ -169,6 +174,10 @@ typedef struct weft_kernel_entry {
   /* Its name, and a host kernel's function (weft_kernel_host) or a module
    * kernel's backend payload (weft_kernel_cuda: kernel_resolve). */
   weft_backend_kernel k;
+  /* Non-NULL when weft_launch's fast path must look closer: a module
+   * kernel's payload (checked by the backend), or a built-in or native
+   * kernel (whose launches take the full path); NULL for a host kernel. */
+  const void *gate;
 } weft_kernel_entry;
 
 /* A buffer, owned by the scheduler; its execution taint view is touched only
@@ -191,6 +200,7 @@ typedef struct weft_buf {
   weft_release_fn release; /* imported: called once when the buffer is freed (may be NULL) */
   void *release_user;
   weft_failure_id unalloc; /* the failure its reservation left, if it failed */
+  char *label;             /* weft_buffer_set_label's copy, or NULL (the scheduler's) */
   /* Workers', in wait order. */
   _Alignas(WEFT_CACHELINE) weft_taint exec; /* failure ids as work executes */
   /* The scheduler's, on every launch that binds it. */
@@ -228,7 +238,8 @@ typedef struct weft_batch {
 _Static_assert(sizeof(weft_task) + sizeof(cmd_kind) + 2 * sizeof(uint16_t) <= 64 &&
                    offsetof(cmd, dev) == 64 && offsetof(cmd, ptrs) + sizeof(void *) <= 128 &&
                    offsetof(cmd, graph) == 128 && offsetof(cmd, staged) < 192 &&
-                   offsetof(cmd, error) == 192 && offsetof(cmd, mem) < 256,
+                   offsetof(cmd, error) == 192 && offsetof(cmd, mem) < 256 &&
+                   offsetof(cmd, shared_bytes) < 192,
                "cmd's fields on the lines its comment gives them");
 
 /* A launch with 3 bindings on a 4-stream device (the common shape) fits the
@@ -238,6 +249,23 @@ _Static_assert(WEFT_CMD_HEADER + 3 * (sizeof(weft_binding) + sizeof(weft_buf *) 
                        4 * sizeof(weft_stream_wait) <=
                    WEFT_CMD_CLASS_MIN,
                "a 3-binding launch on 4 streams must fit the smallest command class");
+
+/* One reservation or release, as weft_memory_snapshot's "events" lists
+ * them (memory_calls.c keeps the last WEFT_MEMORY_EVENTS in a ring). */
+typedef enum weft_mem_event_kind {
+  WEFT_MEV_RESERVE = 1,
+  WEFT_MEV_RESERVE_FAILED = 2, /* for good: after the ladder, when it climbed one */
+  WEFT_MEV_RELEASE = 3,
+} weft_mem_event_kind;
+typedef struct weft_mem_event {
+  uint64_t seq, t_ns; /* 1-based over the device's life; CLOCK_MONOTONIC */
+  uint64_t buffer, bytes;
+  uint64_t page, offset; /* RESERVE, RELEASE: where it sat (page identity) */
+  uint32_t slot;
+  uint8_t kind;      /* weft_mem_event_kind */
+  uint8_t pool_kind; /* RESERVE, RELEASE: weft_pool_kind */
+  uint16_t error;    /* RESERVE_FAILED: the weft_error_kind */
+} weft_mem_event;
 
 /* A client thread's cache for one device (submit.c, command.c): free
  * commands of the small classes, taken from the device's pools up to
@@ -297,6 +325,9 @@ struct weft_device {
   /* kernels.c */
   weft_kernel_entry *kernels;
   _Atomic uint32_t nkernels;
+  /* labels.c: launch labels, interned (open addressing, WEFT_MAX_LABELS
+   * slots, made by the first label; slots only go from NULL to a string) */
+  _Atomic(_Atomic(char *) *) labels;
   /* buffers.c: the lock-free handle table clients check */
   weft_handles buffers;
   /* events.c: the event handles (a slot's value is its weft_event_obj), and
@@ -372,6 +403,10 @@ struct weft_device {
     bool in_reclaim; /* the reclaim callback runs: releases take effect at once */
     weft_reclaim_fn reclaim;
     void *reclaim_user;
+    weft_oom_fn on_oom; /* weft_memory_set_oom_observer */
+    void *oom_user;
+    uint64_t nevents; /* events recorded so far; the ring holds the last WEFT_MEMORY_EVENTS */
+    weft_mem_event events[WEFT_MEMORY_EVENTS];
   } mem;
   /* multistream.c: placement and cross-stream order; retire.c pops |fifo| */
   struct weft_ms {

@@ -2,6 +2,8 @@
  * drains them), which device this thread schedules, and poisoning. */
 #include "scheduler/inside.h"
 
+#include "core/log.h"
+
 #include <sched.h>
 #include <time.h>
 
@@ -63,6 +65,11 @@ void weft__dev_poison(weft_device *dev, weft_status why) {
   }
   dev->live.poison_error = why;
   atomic_store_explicit(&dev->live.poisoned, 1, memory_order_release);
+  if (weft_log_on(WEFT_LOG_ERROR)) {
+    char msg[WEFT_LOG_MAX - 64];
+    weft_error_format(why, msg, sizeof(msg));
+    weft__log(WEFT_LOG_ERROR, "the device is poisoned; every later operation fails: %s", msg);
+  }
   weft_poison_fn fn = atomic_load_explicit(&dev->live.on_poison, memory_order_acquire);
   if (fn) fn(atomic_load_explicit(&dev->live.on_poison_user, memory_order_acquire), why);
 }

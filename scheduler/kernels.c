@@ -51,6 +51,7 @@ weft_status weft__kernel_register(weft_device *dev, const char *name, const weft
   atomic_init(&k->ready, 0);
   k->k.name = copy;
   k->name_cap = len + 1;
+  k->gate = k->k.builtin != WEFT_BUILTIN_NONE ? (const void *)k : k->k.impl;
   /* release: a thread that sees ready sees the entry. */
   atomic_store_explicit(&k->ready, 1, memory_order_release);
   out->id = ((uint64_t)dev->tag << 32) | (idx + 1u);
@@ -71,6 +72,39 @@ weft_status weft_kernel_host(weft_device *dev, const char *name, weft_host_kerne
   e.k.fn = fn;
   e.k.user = user;
   return weft__kernel_register(dev, name, &e, out);
+}
+
+weft_status weft_kernel_native(weft_device *dev, const char *name, weft_native_fn fn, void *user,
+                               weft_kernel *out) {
+  if (out) out->id = 0;
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  if (!out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (!fn) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "native function is NULL");
+  weft_kernel_entry e;
+  memset(&e, 0, sizeof(e));
+  e.k.builtin = WEFT_BUILTIN_NATIVE;
+  e.k.native = fn;
+  e.k.user = user;
+  return weft__kernel_register(dev, name, &e, out);
+}
+
+/* The built-in kernels, first in the table (WEFT_KERNEL_COPY, WEFT_KERNEL_FILL). */
+weft_status weft__kernels_builtin(weft_device *dev) {
+  static const struct {
+    const char *name;
+    weft_builtin kind;
+  } builtins[] = {{"copy", WEFT_BUILTIN_COPY}, {"fill", WEFT_BUILTIN_FILL}};
+  for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+    weft_kernel_entry e;
+    memset(&e, 0, sizeof(e));
+    e.k.builtin = builtins[i].kind;
+    weft_kernel k;
+    weft_status st = weft__kernel_register(dev, builtins[i].name, &e, &k);
+    if (st) return st;
+  }
+  return NULL;
 }
 
 /* ---- modules and their kernels (the backend's payload) ------------------------------------- */

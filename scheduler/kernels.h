@@ -8,6 +8,11 @@
 WEFT_MUST_USE_RESULT weft_status weft__kernel_register(weft_device *dev, const char *name,
                                                        const weft_kernel_entry *e,
                                                        weft_kernel *out);
+/* The built-in kernels' indices in the table (weft__kernels_builtin makes
+ * them at open, before any other kernel). */
+#define WEFT_KERNEL_COPY 0u
+#define WEFT_KERNEL_FILL 1u
+WEFT_MUST_USE_RESULT weft_status weft__kernels_builtin(weft_device *dev);
 /* The launch whose host kernel this thread is running (set around the
  * kernel by launch.c), or NULL. */
 extern _Thread_local const cmd *weft__kernel_running;

@@ -18,6 +18,7 @@
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
+#include "scheduler/labels.h"
 #include "scheduler/multistream.h"
 #include "scheduler/scope.h"
 #include "scheduler/submit.h"
@@ -49,6 +50,17 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
     return weft_error_make(WEFT_ERR_NOT_FOUND, "kernel %#" PRIx64 " is not a kernel of this device",
                            kernel.id);
   if ((st = check_dims(grid, "grid")) || (st = check_dims(block, "block"))) return st;
+  const weft_kernel_entry *k = &dev->kernels[kidx];
+  if (k->k.builtin == WEFT_BUILTIN_COPY || k->k.builtin == WEFT_BUILTIN_FILL)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "kernel '%s' is the device's built-in: launch it with weft_buffer_%s",
+                           k->k.name, k->k.name);
+  if (k->k.builtin == WEFT_BUILTIN_NATIVE &&
+      (grid[0] | grid[1] | grid[2] | block[0] | block[1] | block[2]) != 1)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "native kernel '%s' runs once: grid and block must be {1,1,1} (got grid "
+                           "%u x %u x %u, block %u x %u x %u)",
+                           k->k.name, grid[0], grid[1], grid[2], block[0], block[1], block[2]);
   if (num_bindings > WEFT_MAX_BINDINGS)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "%zu bindings; at most %u per launch",
                            num_bindings, WEFT_MAX_BINDINGS);
@@ -59,7 +71,6 @@ weft_status weft__launch_check(weft_device *dev, weft_kernel kernel, const uint3
                            scalar_bytes, WEFT_MAX_SCALAR_BYTES);
   if (scalar_bytes && !scalars)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "scalars is NULL");
-  const weft_kernel_entry *k = &dev->kernels[kidx];
   if (k->k.impl && (st = dev->backend->vt->check_launch(dev->backend, k->k.impl, k->k.name,
                                                         num_bindings, scalar_bytes)))
     return st;
@@ -206,9 +217,12 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
     goto full;
   const weft_kernel_entry *k = &dev->kernels[kidx];
   if (!atomic_load_explicit(&k->ready, memory_order_acquire)) goto full;
-  if (k->k.impl && (st = dev->backend->vt->check_launch(dev->backend, k->k.impl, k->k.name,
-                                                        num_bindings, scalar_bytes)))
-    return st; /* what weft__launch_check says too: every earlier check passed */
+  if (k->gate) {                 /* a host kernel has none: the same one test as before */
+    if (k->k.builtin) goto full; /* built-in or native: weft__launch_check says more */
+    if ((st = dev->backend->vt->check_launch(dev->backend, k->k.impl, k->k.name, num_bindings,
+                                             scalar_bytes)))
+      return st; /* what weft__launch_check says too: every earlier check passed */
+  }
   size_t bytes = WEFT_CMD_HEADER + launch_extra(dev, num_bindings, scalar_bytes);
   if (bytes > WEFT_CMD_CLASS_MIN << (WEFT_TC_CLASSES - 1)) goto full;
   uint32_t klass = bytes > WEFT_CMD_CLASS_MIN, budget = weft__slot_of(dev, stream);
@@ -237,6 +251,99 @@ weft_status weft_launch(weft_device *dev, weft_stream_id stream, weft_kernel ker
 full:
   return launch_full(dev, stream, kernel, grid, block, bindings, num_bindings, scalars,
                      scalar_bytes);
+}
+
+/* ---- weft_launch_ex, copies and fills: the full path with a label or a built-in ------------ */
+
+/* The layouts of weft_launch_desc a caller may hand in: this release's (a
+ * later one that grows the struct adds its size here). */
+static bool launch_desc_known(uint32_t size) {
+  return size == sizeof(weft_launch_desc);
+}
+
+/* Checked arguments to a submitted launch with |label| (interned) and
+ * |shared| bytes. */
+static weft_status launch_submit(weft_device *dev, weft_stream_id stream, weft_kernel kernel,
+                                 const uint32_t grid[3], const uint32_t block[3],
+                                 const weft_binding *resolved, size_t nb, const void *scalars,
+                                 size_t scalar_bytes, const char *label, uint32_t shared) {
+  cmd *c = weft__launch_build(dev, stream, kernel, grid, block, resolved, nb, scalars, scalar_bytes,
+                              true);
+  if (!c) return weft__oom(sizeof(cmd), "a launch command");
+  c->label = label;
+  c->shared_bytes = shared;
+  weft__cmd_submit(dev, c);
+  return NULL;
+}
+
+weft_status weft_launch_ex(weft_device *dev, const weft_launch_desc *desc) {
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  if (!desc) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "desc is NULL");
+  if (!launch_desc_known(desc->struct_size))
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "desc->struct_size is %" PRIu32
+                           "; this release knows sizeof(weft_launch_desc) = %zu",
+                           desc->struct_size, sizeof(weft_launch_desc));
+  weft_binding resolved[WEFT_MAX_BINDINGS];
+  if ((st = weft__launch_check(dev, desc->kernel, desc->grid, desc->block, desc->bindings,
+                               desc->num_bindings, desc->scalars, desc->scalar_bytes, resolved)))
+    return st;
+  const weft_kernel_entry *k = &dev->kernels[(uint32_t)desc->kernel.id - 1u];
+  if (desc->shared_bytes && !k->k.impl)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "desc->shared_bytes is %" PRIu32
+                           ": kernel '%s' is not a module kernel and has no shared memory",
+                           desc->shared_bytes, k->k.name);
+  const char *label;
+  if ((st = weft__label_intern(dev, desc->label, &label))) return st;
+  return launch_submit(dev, desc->stream, desc->kernel, desc->grid, desc->block, resolved,
+                       desc->num_bindings, desc->scalars, desc->scalar_bytes, label,
+                       desc->shared_bytes);
+}
+
+static const uint32_t one3[3] = {1, 1, 1};
+
+static weft_kernel builtin_kernel(const weft_device *dev, uint32_t idx) {
+  return (weft_kernel){((uint64_t)dev->tag << 32) | (idx + 1u)};
+}
+
+weft_status weft_buffer_copy(weft_device *dev, weft_stream_id stream, weft_buffer src,
+                             uint64_t src_offset, weft_buffer dst, uint64_t dst_offset,
+                             uint64_t len) {
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  uint64_t ssize, dsize;
+  if ((st = weft__buf_lookup(dev, src, &ssize)) || (st = weft__buf_lookup(dev, dst, &dsize)))
+    return st;
+  if ((st = weft__check_range(ssize, src_offset, len, "copy source")) ||
+      (st = weft__check_range(dsize, dst_offset, len, "copy destination")))
+    return st;
+  if (len == 0) return NULL; /* documented: nothing to order */
+  if (src.id == dst.id && src_offset < dst_offset + len && dst_offset < src_offset + len)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "copy within one buffer: source [%" PRIu64 ", +%" PRIu64
+                           ") and destination [%" PRIu64 ", +%" PRIu64 ") overlap",
+                           src_offset, len, dst_offset, len);
+  const weft_binding b[2] = {{src, src_offset, len, WEFT_READ}, {dst, dst_offset, len, WEFT_WRITE}};
+  return launch_submit(dev, stream, builtin_kernel(dev, WEFT_KERNEL_COPY), one3, one3, b, 2, NULL,
+                       0, NULL, 0);
+}
+
+weft_status weft_buffer_fill(weft_device *dev, weft_stream_id stream, weft_buffer buf,
+                             uint64_t offset, uint64_t len, uint8_t value) {
+  WEFT_INSIDE in = {0};
+  weft_status st = weft__enter(dev, &in);
+  if (st) return st;
+  uint64_t size;
+  if ((st = weft__buf_lookup(dev, buf, &size))) return st;
+  if ((st = weft__check_range(size, offset, len, "fill range"))) return st;
+  if (len == 0) return NULL;
+  const weft_binding b = {buf, offset, len, WEFT_WRITE};
+  return launch_submit(dev, stream, builtin_kernel(dev, WEFT_KERNEL_FILL), one3, one3, &b, 1,
+                       &value, 1, NULL, 0);
 }
 
 /* ---- 2. scheduler: number, resolve, pin, arm, record or register --------------------------- */
@@ -387,7 +494,7 @@ static void run_launch(weft_task *t, weft_stream *on) {
   /* A deferred backend enqueues the launch (its refusal is known now); the
    * host runs the kernel, during which a blocking call it makes must not
    * wait for it (weft__running_kernel). */
-  weft_launch_desc d;
+  weft_backend_launch d;
   weft__launch_desc(dev, c, &d);
   weft__kernel_running = c;
   weft_status err = dev->backend->vt->launch(dev->backend, on, &d);
@@ -423,14 +530,20 @@ static __attribute__((noinline)) void launch_complete_scoped(weft_device *dev, c
   case OUT_FAILED: {
     dev->stats.launches_failed++;
     weft_failure_id p = w ? weft_failures_enter_write(fs, c->p, w, nw) : 0;
-    if (p) weft_graph_set_origin(&fs->graph, p, c->kernel, c->launch_no);
+    if (p) {
+      weft_graph_set_origin(&fs->graph, p, c->kernel, c->launch_no);
+      if (c->label) weft_graph_label_origin(&fs->graph, p, c->label);
+    }
     weft_failures_exit_write(fs, p, w, nw, c->error);
     c->error = NULL;
     break;
   }
   case OUT_SKIPPED:
     dev->stats.launches_skipped++;
-    if (w) weft_failures_propagate(fs, &c->skip, c->kernel, c->launch_no, w, nw);
+    if (w) {
+      weft_failures_propagate(fs, &c->skip, c->kernel, c->launch_no, w, nw);
+      if (c->label) weft_graph_label_skip(&fs->graph, c->skip.failure, c->launch_no, c->label);
+    }
     break;
   default: /* poisoned: the device answers every later question itself */
     break;

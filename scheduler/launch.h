@@ -35,7 +35,7 @@ void weft__launch_copy(cmd *c, const cmd *r);
 /* |c| as its backend sees it: its binding addresses resolved into c->ptrs
  * (every bound buffer allocated), the kernel's fields and payload. Inline,
  * pointers into the command: it is on every launch's path. */
-static inline void weft__launch_desc(const weft_device *dev, cmd *c, weft_launch_desc *out) {
+static inline void weft__launch_desc(const weft_device *dev, cmd *c, weft_backend_launch *out) {
   for (uint32_t i = 0; i < c->nb; i++)
     c->ptrs[i] = weft__buf_ptr(c->bufs[i], c->bindings[i].offset);
   out->kernel = &dev->kernels[c->kernel].k;
@@ -47,6 +47,7 @@ static inline void weft__launch_desc(const weft_device *dev, cmd *c, weft_launch
   out->bindings = c->bindings;
   out->scalars = c->scalars;
   out->scalar_bytes = c->scalar_bytes;
+  out->shared_bytes = c->shared_bytes;
 }
 /* The launches |c| runs: those of the graph it replays, else 1. */
 static inline uint32_t weft__launch_count(const weft_device *dev, const cmd *c) {

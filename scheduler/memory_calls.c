@@ -3,9 +3,14 @@
  * only, except the public entry points, which submit a command and wait. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/alloc.h"
+#include "core/json_writer.h"
+#include "core/log.h"
+#include "memory/snapshot.h"
 #include "scheduler/memory_calls.h"
 #include "scheduler/window.h"
 #include "scheduler/command.h"
@@ -23,6 +28,8 @@ typedef enum mem_op {
   MEM_MODE,
   MEM_DRY_RUN,
   MEM_SET_RECLAIM,
+  MEM_SNAPSHOT,
+  MEM_SET_OOM,
 } mem_op;
 
 typedef struct weft_memory_call {
@@ -35,7 +42,9 @@ typedef struct weft_memory_call {
   weft_alloc_mode mode;
   bool begin;
   weft_reclaim_fn fn;
+  weft_oom_fn oom;
   void *user;
+  char **json; /* MEM_SNAPSHOT */
 } weft_memory_call;
 
 /* The manager of |slot|, created on first use (it costs no page). */
@@ -80,7 +89,203 @@ static uint64_t relocate_all(weft_device *dev) {
   if (moved) refresh_addresses(dev);
   dev->stats.relocations += moved;
   if (dev->trace && moved) weft__trace_mark(dev, WEFT_TRACE_RELOCATE, 0, moved, 0);
+  if (moved)
+    WEFT_LOGF(WEFT_LOG_INFO, "relocated %" PRIu64 " allocations off outdated pages", moved);
   return moved;
+}
+
+/* ---- the event ring and the snapshot ------------------------------------------------------- */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* Records an event on |b| in the ring: a slot of the preallocated array is
+ * overwritten, nothing is allocated. */
+static void record(weft_device *dev, weft_mem_event_kind kind, const weft_buf *b,
+                   weft_error_kind error) {
+  weft_mem_event *e = &dev->mem.events[dev->mem.nevents % WEFT_MEMORY_EVENTS];
+  *e = (weft_mem_event){.seq = ++dev->mem.nevents,
+                        .t_ns = now_ns(),
+                        .buffer = b->id,
+                        .bytes = b->size,
+                        .slot = b->slot,
+                        .kind = (uint8_t)kind,
+                        .error = (uint16_t)error};
+  weft_mm_place at;
+  if (kind != WEFT_MEV_RESERVE_FAILED && b->mm && weft_mm_locate(b->mm, &b->mem, &at)) {
+    e->page = at.page;
+    e->offset = at.offset;
+    e->pool_kind = (uint8_t)at.kind;
+  }
+}
+
+void weft__dev_free(weft_device *dev, weft_buf *b) {
+  if (!weft_mem_is_placed(&b->mem)) return;
+  record(dev, WEFT_MEV_RELEASE, b, WEFT_OK);
+  weft_mm_free(b->mm, &b->mem);
+}
+
+/* A slice's owner is the descriptor inside a weft_buf: weft__dev_reserve is
+ * the only caller of weft_mm_reserve on the device's managers (relocation's
+ * temporary descriptors never outlive weft_mm_relocate). */
+static bool describe_owner(void *ctx, weft_json *j, const weft_mem *owner) {
+  (void)ctx;
+  const weft_buf *b =
+      (const weft_buf *)(const void *)((const char *)owner - offsetof(weft_buf, mem));
+  weft_json_kv_u64(j, "buffer", b->id);
+  weft_json_kv_string(j, "label", b->label);
+  weft_json_kv_bool(j, "released", b->released);
+  weft_json_kv_u64(j, "pins", b->pending);
+  weft_json_key(j, "tainted");
+  weft_json_begin_array(j);
+  for (uint32_t i = 0; i < weft_taint_claims(&b->taint); i++) {
+    const weft_claim_ranges *c = weft_taint_claim(&b->taint, i);
+    const weft_range *r = c->cap ? c->many : &c->one;
+    for (uint32_t k = 0; k < c->n; k++) {
+      weft_json_begin_object(j);
+      weft_json_kv_u64(j, "failure", c->failure);
+      weft_json_kv_u64(j, "start", r[k].start);
+      weft_json_kv_u64(j, "end", r[k].end);
+      weft_json_end_object(j);
+    }
+  }
+  weft_json_end_array(j);
+  return b->pending > 0; /* bound by work not yet retired: it can neither move nor go */
+}
+
+static const char *event_name(uint8_t kind) {
+  return kind == WEFT_MEV_RESERVE          ? "reserve"
+         : kind == WEFT_MEV_RESERVE_FAILED ? "reserve_failed"
+                                           : "release";
+}
+
+static void events_member(weft_device *dev, weft_json *j) {
+  uint64_t n = dev->mem.nevents, kept = n < WEFT_MEMORY_EVENTS ? n : WEFT_MEMORY_EVENTS;
+  weft_json_key(j, "events");
+  weft_json_begin_object(j);
+  weft_json_kv_u64(j, "capacity", WEFT_MEMORY_EVENTS);
+  weft_json_kv_u64(j, "recorded", n);
+  weft_json_kv_u64(j, "dropped", n - kept);
+  weft_json_key(j, "recent");
+  weft_json_begin_array(j);
+  for (uint64_t s = n - kept; s < n; s++) { /* oldest first */
+    const weft_mem_event *e = &dev->mem.events[s % WEFT_MEMORY_EVENTS];
+    weft_json_begin_object(j);
+    weft_json_kv_u64(j, "seq", e->seq);
+    weft_json_kv_u64(j, "t_ns", e->t_ns);
+    weft_json_kv_string(j, "kind", event_name(e->kind));
+    weft_json_kv_u64(j, "stream", e->slot);
+    weft_json_kv_u64(j, "buffer", e->buffer);
+    weft_json_kv_u64(j, "bytes", e->bytes);
+    if (e->kind == WEFT_MEV_RESERVE_FAILED) {
+      weft_json_kv_string(j, "error", weft_error_kind_name((weft_error_kind)e->error));
+    } else {
+      weft_json_kv_string(j, "pool", weft_pool_kind_name((weft_pool_kind)e->pool_kind));
+      weft_json_kv_u64(j, "page", e->page);
+      weft_json_kv_u64(j, "offset", e->offset);
+    }
+    weft_json_end_object(j);
+  }
+  weft_json_end_array(j);
+  weft_json_end_object(j);
+}
+
+/* The final failure the OOM observer hears of, or NULL (a plain snapshot). */
+typedef struct oom_info {
+  uint32_t slot;
+  uint64_t bytes;
+  weft_status error;
+} oom_info;
+
+/* The device's memory as JSON (weft_memory_snapshot; docs/observability.md),
+ * or NULL when host memory ran out for the text. */
+static char *snapshot_json(weft_device *dev, const oom_info *oom) {
+  weft_json j;
+  weft_json_init(&j);
+  weft_json_begin_object(&j);
+  weft_json_kv_u64(&j, "max_streams", dev->max_streams);
+  weft_json_key(&j, "storage");
+  weft_json_begin_object(&j);
+  weft_json_kv_u64(&j, "held", weft_storage_bytes_allocated(dev->mem.storage));
+  weft_json_key(&j, "capacity");
+  if (dev->mem.mm_config.device_bytes)
+    weft_json_u64(&j, dev->mem.mm_config.device_bytes);
+  else
+    weft_json_null(&j);
+  weft_json_end_object(&j);
+  weft_memory_usage t = {0};
+  for (uint32_t i = 0; i < dev->max_streams; i++) {
+    if (!dev->mem.mms[i]) continue;
+    weft_memory_usage u = weft_mm_usage(dev->mem.mms[i]);
+    t.number_allocs += u.number_allocs;
+    t.bytes_in_use += u.bytes_in_use;
+    t.bytes_padding += u.bytes_padding;
+    t.bytes_reserved += u.bytes_reserved;
+  }
+  weft_json_key(&j, "usage");
+  weft_json_begin_object(&j);
+  weft_json_kv_u64(&j, "number_allocs", t.number_allocs);
+  weft_json_kv_u64(&j, "bytes_in_use", t.bytes_in_use);
+  weft_json_kv_u64(&j, "bytes_padding", t.bytes_padding);
+  weft_json_kv_u64(&j, "bytes_reserved", t.bytes_reserved);
+  weft_json_end_object(&j);
+  weft_json_key(&j, "oom");
+  if (oom) {
+    char msg[1024];
+    weft_error_format(oom->error, msg, sizeof(msg));
+    weft_json_begin_object(&j);
+    weft_json_kv_u64(&j, "stream", oom->slot);
+    weft_json_kv_u64(&j, "bytes", oom->bytes);
+    weft_json_kv_string(&j, "error", weft_error_kind_name(weft_error_kind_of(oom->error)));
+    weft_json_kv_string(&j, "message", msg);
+    weft_json_end_object(&j);
+  } else {
+    weft_json_null(&j);
+  }
+  weft_json_key(&j, "streams");
+  weft_json_begin_array(&j);
+  for (uint32_t i = 0; i < dev->max_streams; i++) {
+    if (!dev->mem.mms[i]) continue; /* a stream that never allocated has no manager */
+    weft_json_begin_object(&j);
+    weft_json_kv_u64(&j, "stream", i);
+    weft_mm_snapshot(dev->mem.mms[i], &j, describe_owner, dev);
+    weft_json_end_object(&j);
+  }
+  weft_json_end_array(&j);
+  events_member(dev, &j);
+  weft_json_end_object(&j);
+  return weft_json_finish(&j);
+}
+
+/* What the observer gets when the snapshot's text could not be made: still JSON. */
+static const char no_snapshot[] = "{\"error\":\"no host memory for the snapshot\"}";
+
+/* A reservation failed for good: the event, the log line, the observer. */
+static void failed_for_good(weft_device *dev, weft_buf *b, weft_status st) {
+  record(dev, WEFT_MEV_RESERVE_FAILED, b, weft_error_kind_of(st));
+  if (weft_log_on(WEFT_LOG_INFO)) {
+    char msg[WEFT_LOG_MAX - 96];
+    weft_error_format(st, msg, sizeof(msg));
+    weft__log(WEFT_LOG_INFO,
+              "the reservation of %" PRIu64 " bytes on stream slot %u failed for good: %s", b->size,
+              b->slot, msg);
+  }
+  if (!dev->mem.on_oom) return;
+  oom_info oom = {.slot = b->slot, .bytes = b->size, .error = st};
+  char *json = snapshot_json(dev, &oom);
+  dev->mem.on_oom(dev->mem.oom_user, b->slot, b->size, json ? json : no_snapshot);
+  free(json);
+}
+
+/* Bytes every stream's pages hold (the ladder's debug lines). */
+static uint64_t reserved_all(const weft_device *dev) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < dev->max_streams; i++)
+    if (dev->mem.mms[i]) n += weft_mm_usage(dev->mem.mms[i]).bytes_reserved;
+  return n;
 }
 
 /* The error a failed reservation ends with, carrying a snapshot of the
@@ -141,11 +346,23 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   weft_reserve_mode mode =
       dev->window.forbid_mask & (UINT64_C(1) << slot) ? WEFT_RESERVE_FORBIDDEN : WEFT_RESERVE_ALLOW;
   st = weft_mm_reserve(mm, &b->mem, mode);
-  if (!st) return NULL;
-  if (!weft_error_may_succeed_after_reclaim(st)) return with_snapshot(dev, st, b->size);
+  if (!st) {
+    record(dev, WEFT_MEV_RESERVE, b, WEFT_OK);
+    return NULL;
+  }
+  if (!weft_error_may_succeed_after_reclaim(st)) { /* no ladder helps: it never fits, or may not */
+    st = with_snapshot(dev, st, b->size);
+    record(dev, WEFT_MEV_RESERVE_FAILED, b, weft_error_kind_of(st));
+    return st;
+  }
   /* The reclaim ladder: out of memory now is not out of memory for good. */
   dev->stats.reclaims++;
   if (dev->trace) weft__trace_mark(dev, WEFT_TRACE_RECLAIM, slot, b->size, 0);
+  WEFT_LOGF(WEFT_LOG_INFO,
+            "no room for %" PRIu64 " bytes on stream slot %u (%s): climbing the reclaim ladder",
+            b->size, slot, weft_error_kind_name(weft_error_kind_of(st)));
+  bool debug = weft_log_on(WEFT_LOG_DEBUG);
+  uint64_t held = debug ? reserved_all(dev) : 0;
   /* Drain first: it refuses a running kernel's queued blocking calls, so the
    * flushes below never wait for a kernel that waits for the scheduler. */
   weft__dev_drain(dev);
@@ -155,14 +372,32 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
       weft_drop_queue_flush(&dev->drops[i]);
     }
   weft_storage_flush(dev->mem.storage); /* deferred frees reach the storage */
-  cleanup_all(dev);                     /* free pages of every stream: none stranded */
-  relocate_all(dev);
+  WEFT_LOGF(WEFT_LOG_DEBUG, "reclaim: drained, drop queues and storage flushed");
+  cleanup_all(dev); /* free pages of every stream: none stranded */
+  if (debug) {
+    uint64_t now = reserved_all(dev);
+    weft__log(WEFT_LOG_DEBUG,
+              "reclaim: free pages of every stream released (%" PRIu64 " bytes held, %" PRIu64
+              " before)",
+              now, held);
+    held = now;
+  }
+  uint64_t moved = relocate_all(dev);
   cleanup_all(dev);
+  if (debug) {
+    uint64_t now = reserved_all(dev);
+    weft__log(WEFT_LOG_DEBUG,
+              "reclaim: %" PRIu64 " allocations relocated, pages released (%" PRIu64
+              " bytes held, %" PRIu64 " before)",
+              moved, now, held);
+  }
   if (dev->mem.reclaim) {
     dev->mem.in_reclaim = true;
-    dev->mem.reclaim(dev->mem.reclaim_user, slot, b->size);
+    uint64_t freed = dev->mem.reclaim(dev->mem.reclaim_user, slot, b->size);
     dev->mem.in_reclaim = false;
     cleanup_all(dev);
+    WEFT_LOGF(WEFT_LOG_DEBUG, "reclaim: the reclaim callback says it released %" PRIu64 " bytes",
+              freed);
     if (b->released) return st; /* the callback released this very buffer: no retry */
   }
   weft_error_free(st);
@@ -170,9 +405,17 @@ weft_status weft__dev_reserve(weft_device *dev, weft_buf *b, uint32_t slot) {
   if (dev->trace) weft__trace_mark(dev, WEFT_TRACE_RECLAIM_DONE, slot, b->size, !st);
   if (!st) {
     dev->stats.reclaims_rescued++;
+    record(dev, WEFT_MEV_RESERVE, b, WEFT_OK);
+    WEFT_LOGF(WEFT_LOG_INFO, "the reclaim ladder made room for %" PRIu64 " bytes on stream slot %u",
+              b->size, slot);
     return NULL;
   }
-  return with_snapshot(dev, st, b->size);
+  st = with_snapshot(dev, st, b->size);
+  if (weft_error_may_succeed_after_reclaim(st))
+    failed_for_good(dev, b, st);
+  else /* the retry failed otherwise: not an OOM the observer hears of */
+    record(dev, WEFT_MEV_RESERVE_FAILED, b, weft_error_kind_of(st));
+  return st;
 }
 
 /* ---- the memory calls (scheduler side) --------------------------------------------------------
@@ -256,6 +499,14 @@ static weft_status memory_call(weft_device *dev, weft_memory_call *m) {
     dev->mem.reclaim = m->fn;
     dev->mem.reclaim_user = m->user;
     return NULL;
+  case MEM_SNAPSHOT:
+    if (!(*m->json = snapshot_json(dev, NULL)))
+      return weft_error_make(WEFT_ERR_OUT_OF_MEMORY, "no host memory for the memory snapshot");
+    return NULL;
+  case MEM_SET_OOM:
+    dev->mem.on_oom = m->oom;
+    dev->mem.oom_user = m->user;
+    return NULL;
   }
   return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "unknown memory call");
 }
@@ -324,5 +575,17 @@ weft_status weft_memory_dry_run(weft_device *dev, bool begin) {
 
 weft_status weft_memory_set_reclaim(weft_device *dev, weft_reclaim_fn fn, void *user) {
   weft_memory_call m = {.op = MEM_SET_RECLAIM, .fn = fn, .user = user};
+  return submit_call(dev, &m);
+}
+
+weft_status weft_memory_snapshot(weft_device *dev, char **json_out) {
+  if (!json_out) return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "json_out is NULL");
+  *json_out = NULL;
+  weft_memory_call m = {.op = MEM_SNAPSHOT, .json = json_out};
+  return submit_call(dev, &m);
+}
+
+weft_status weft_memory_set_oom_observer(weft_device *dev, weft_oom_fn fn, void *user) {
+  weft_memory_call m = {.op = MEM_SET_OOM, .oom = fn, .user = user};
   return submit_call(dev, &m);
 }

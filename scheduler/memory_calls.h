@@ -10,5 +10,7 @@ WEFT_MUST_USE_RESULT weft_status weft__dev_reserve(weft_device *dev, weft_buf *b
 /* CMD_MEMORY. */
 void weft__dev_memory_call(weft_device *dev, cmd *c);
 void weft__dev_mm_destroy_all(weft_device *dev);
+/* Frees |b|'s slice (when placed) and records the release in the event ring. */
+void weft__dev_free(weft_device *dev, weft_buf *b);
 
 #endif

@@ -12,6 +12,7 @@
 #include "scheduler/multistream.h"
 
 #include "scheduler/trace.h"
+#include "core/log.h"
 
 /* Records the access of |b| by the task at (me, seq) and collects the waits
  * it needs: a reader waits for the buffer's last writer, a writer for the
@@ -252,5 +253,7 @@ weft_stream *weft__stream_create(weft_device *dev, uint32_t slot, weft_status *e
                        (weft_drop_fence_ops){fence_make, fence_wait, &dev->slot_refs[slot]});
   dev->drops[slot].held = &dev->staged_bytes;
   dev->stats.streams_created++;
+  WEFT_LOGF(WEFT_LOG_INFO, "stream slot %u created (%llu of %u)", slot,
+            (unsigned long long)dev->stats.streams_created, dev->max_streams);
   return dev->streams[slot];
 }

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "core/hunt.h"
+#include "core/log.h"
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
@@ -214,7 +215,17 @@ static __attribute__((noinline)) bool credit_refill(weft_device *dev, weft_tcach
       return true;
     }
     if (!wait) return false;
-    if (!waited) atomic_fetch_add_explicit(&dev->cmds.backpressure_waits, 1, memory_order_relaxed);
+    if (!waited) {
+      atomic_fetch_add_explicit(&dev->cmds.backpressure_waits, 1, memory_order_relaxed);
+      if (budget < WEFT_MAX_STREAMS)
+        WEFT_LOGF(WEFT_LOG_DEBUG,
+                  "back-pressure: a client waits for stream slot %u to retire "
+                  "commands",
+                  budget);
+      else
+        WEFT_LOGF(WEFT_LOG_DEBUG, "back-pressure: a client waits for commands on no stream to "
+                                  "retire");
+    }
     waited = true;
     room_arg r = {dev, budget};
     weft__wait_room(dev, room_for_one, &r);

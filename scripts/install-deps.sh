@@ -6,6 +6,7 @@ set -euo pipefail
 # without them bench/ still builds, and --peers says so.
 pkgs=(libck-dev libjemalloc-dev libcriterion-dev pkg-config ninja-build cmake gcc clang
       libclang-rt-14-dev g++ libtbb-dev)
+pkgs+=(libxml2-utils) # xmllint: the well-formedness test of weft-bench --report's HTML and SVG
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,12 +9,12 @@
  *   weft_backend_open(WEFT_BACKEND_CUDA, &cfg, &b);       // storage, context
  *   b->vt->stream_create(b, slot, &s);                    // a weft_stream
  *   // task bodies, on the stream that runs them:
- *   b->vt->launch(b, on, &(weft_launch_desc){...});
+ *   b->vt->launch(b, on, &(weft_backend_launch){...});
  *   b->vt->write(b, on, &(weft_copy_desc){...});
  *   b->vt->destroy(b);                                    // storage too
  *
  * Backends see no scheduler type: a launch or a copy reaches them as a
- * descriptor (weft_launch_desc, weft_copy_desc) the device builds on its
+ * descriptor (weft_backend_launch, weft_copy_desc) the device builds on its
  * stack, and what a backend needs of the device comes through the sink
  * given at open. A kernel's backend payload (impl) and a capture's graph are
  * opaque to the device.
@@ -37,18 +37,35 @@
 
 typedef struct weft_backend_base weft_backend_base;
 
+/* What a kernel's body is: a host kernel or a module kernel (NONE), one of
+ * the device's built-in kernels, or the embedder's function. The built-ins
+ * are launches like any other (their bindings ordered, pinned, skipped and
+ * tainted by the device); only the body differs:
+ *   COPY: bindings {src READ, dst WRITE} of equal size; dst = src;
+ *   FILL: binding {dst WRITE}; every byte = the scalar block's one byte;
+ *   NATIVE: |native|(ctx, user) once (host: on the pool thread; a deferred
+ *           backend: where it enqueues, with its stream in ctx->stream). */
+typedef enum weft_builtin {
+  WEFT_BUILTIN_NONE = 0,
+  WEFT_BUILTIN_COPY,
+  WEFT_BUILTIN_FILL,
+  WEFT_BUILTIN_NATIVE,
+} weft_builtin;
+
 /* A kernel as its backend runs it; the device's kernel table holds one per
  * kernel, for the device's life. */
 typedef struct weft_backend_kernel {
   const char *name;       /* for messages */
   weft_host_kernel_fn fn; /* a host kernel, or NULL */
-  void *user;             /* its user pointer */
+  void *user;             /* its user pointer (a host or native kernel's) */
   void *impl;             /* the backend's payload (kernel_resolve), or NULL */
+  weft_builtin builtin;
+  weft_native_fn native; /* WEFT_BUILTIN_NATIVE: the embedder's function */
 } weft_backend_kernel;
 
 /* One launch, as a task body hands it to its backend. The pointers are the
  * device's (its kernel table, its command): valid for the call only. */
-typedef struct weft_launch_desc {
+typedef struct weft_backend_launch {
   const weft_backend_kernel *kernel;
   void *graph;                  /* a capture's graph (capture) replayed instead, or NULL */
   const uint32_t *grid, *block; /* [3] each */
@@ -57,7 +74,8 @@ typedef struct weft_launch_desc {
   const weft_binding *bindings; /* [nb] offsets, sizes (resolved) and access */
   const void *scalars;          /* the scalar block, or NULL */
   size_t scalar_bytes;
-} weft_launch_desc;
+  uint32_t shared_bytes; /* dynamic shared memory per block (weft_launch_ex; 0 otherwise) */
+} weft_backend_launch;
 
 /* One copy between the caller's memory and a buffer. |state| is a word the
  * device keeps for the copy from write/read until copy_done (NULL at first):
@@ -73,7 +91,7 @@ typedef struct weft_copy_desc {
  * every buffer allocated), the stream slot it was recorded on, and its
  * number (for messages). */
 typedef struct weft_capture_launch {
-  weft_launch_desc launch;
+  weft_backend_launch launch;
   uint32_t slot;
   uint64_t launch_no;
 } weft_capture_launch;
@@ -136,7 +154,7 @@ typedef struct weft_backend_vtable {
 
   /* ---- task bodies (the thread running |on|) ---- */
   /* Runs (host) or enqueues (deferred) a launch. */
-  weft_status (*launch)(weft_backend_base *b, weft_stream *on, const weft_launch_desc *l);
+  weft_status (*launch)(weft_backend_base *b, weft_stream *on, const weft_backend_launch *l);
   weft_status (*write)(weft_backend_base *b, weft_stream *on, const weft_copy_desc *c);
   weft_status (*read)(weft_backend_base *b, weft_stream *on, const weft_copy_desc *c);
   /* A write or read retired: a read's bytes reach the caller (|deliver|)

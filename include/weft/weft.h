@@ -130,8 +130,10 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_source(weft_status st);
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_at(weft_status st, size_t i);
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_error_root(weft_status st);
 WEFT_API const char *weft_error_chain_at(weft_status st, size_t i);
-/* Unwritten: the launch that failed, "kernel 'NAME' (launch N)" (borrowed);
- * NULL when the failure came from no launch (a failed reservation). */
+/* Unwritten: the launch that failed, "kernel 'NAME' (launch N)", or "launch
+ * 'LABEL' of kernel 'NAME' (launch N)" for a labelled one (weft_launch_ex)
+ * (borrowed); NULL when the failure came from no launch (a failed
+ * reservation). */
 WEFT_API const char *weft_error_origin(weft_status st);
 /* Number of raw frames captured (0 for static fallbacks and parsed errors). */
 WEFT_API size_t weft_error_backtrace_depth(weft_status st);
@@ -438,11 +440,13 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_module_load(weft_device *dev, con
  * |entry| in reports. |params| spells cuLaunchKernel's parameters in order:
  * 'b' is the next binding's device address (its buffer's base plus the
  * binding's offset), '1' '2' '4' '8' the next scalar of that many bytes from
- * the launch's scalar block, laid out like a C struct (each scalar at a
- * multiple of its size). E.g. axpy(float a, const float *x, float *y,
- * unsigned n) is "4bb4" with the scalars struct { float a; unsigned n; }.
- * weft_launch then checks the bindings and scalar bytes against it. At most
- * 64 parameters. */
+ * the launch's scalar block, "{N,A}" the next struct of N bytes aligned to A
+ * passed by value (N 1..4096, a multiple of A; A a power of two up to 256),
+ * laid out like a C struct (each at a multiple of its alignment). E.g.
+ * axpy(float a, const float *x, float *y, unsigned n) is "4bb4" with the
+ * scalars struct { float a; unsigned n; }, and k(float *out, struct { double
+ * lo, hi; int n; } r) is "b{24,8}". weft_launch then checks the bindings and
+ * scalar bytes against it. At most 64 parameters (255 bytes of signature). */
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_kernel_cuda(weft_device *dev, weft_module module,
                                                            const char *entry, const char *params,
                                                            weft_kernel *out);
@@ -462,6 +466,100 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_sync(weft_device *dev, weft_strea
  * would, Several{...}), or NULL when none is known to carry one. */
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_check(weft_device *dev, const weft_buffer *bufs,
                                                      size_t n);
+
+/* ---- copies, fills, native kernels, launch descriptors --------------------------------- */
+
+/* Device-side copies and fills. Each is a launch of one of the device's
+ * built-in kernels ('copy', 'fill'): ordered by its buffers like any launch,
+ * pinning what it uses, counted in the launch stats, recorded by a capture
+ * and replayed. A copy reading bytes a failure left unwritten is skipped, and
+ * its destination range takes the failure's root with a hop naming the copy
+ * ("skipped kernel 'copy' (launch N)"); a fill clears the taint of exactly
+ * the bytes it writes. Host: memmove / memset on a pool thread; CUDA:
+ * cuMemcpyDtoDAsync / cuMemsetD8Async on the stream (capture-safe).
+ * Async; returns only argument errors: a bad handle (NotFound), a range
+ * outside its buffer or whose offset + len overflows (InvalidArgument). A
+ * copy within one buffer whose ranges overlap is InvalidArgument. |len| 0
+ * is a no-op: NULL after the handles are checked, nothing submitted. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_copy(weft_device *dev, weft_stream_id stream,
+                                                           weft_buffer src, uint64_t src_offset,
+                                                           weft_buffer dst, uint64_t dst_offset,
+                                                           uint64_t len);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_fill(weft_device *dev, weft_stream_id stream,
+                                                           weft_buffer buf, uint64_t offset,
+                                                           uint64_t len, uint8_t value);
+
+/* ---- the embedder's own code in weft's order: cuBLAS, cuDNN, NCCL, ... ---- */
+typedef struct weft_native_ctx {
+  void *stream;              /* the CUstream this launch is ordered on (CUDA); NULL on host */
+  const uint64_t *addresses; /* one per binding, at its offset */
+  const uint64_t *sizes;     /* bytes per binding */
+  size_t num_buffers;
+  const void *scalars;
+  size_t scalar_bytes;
+} weft_native_ctx;
+/* A native kernel's body. A non-NULL return fails the launch (ownership of
+ * the error transfers to weft): its written bindings carry the error, as a
+ * host kernel's would. */
+typedef weft_status (*weft_native_fn)(const weft_native_ctx *ctx, void *user);
+/* A kernel whose body is the caller's function |fn|, launched with
+ * weft_launch or weft_launch_ex with grid and block {1,1,1} (anything else is
+ * InvalidArgument), with any bindings and scalars. Its bindings are ordered,
+ * pinned, skipped and tainted like any launch's; |fn| is not called when the
+ * launch is skipped.
+ *  - Host: |fn| runs once on a pool thread, as a host kernel does (the rules
+ *    for host kernels above hold: it may call its device, blocking calls that
+ *    could wait for it are refused); ctx->stream is NULL and the addresses
+ *    are host pointers.
+ *  - CUDA: |fn| is called in stream order on the thread that enqueues the
+ *    stream's work (the device's scheduler thread), with the device's context
+ *    current, ctx->stream the CUstream the launch is ordered on and the
+ *    addresses CUdeviceptr values. It enqueues its work there (a cuBLAS
+ *    handle's cublasSetStream(h, ctx->stream), then the call) and returns
+ *    without synchronising: work weft orders after the launch waits for
+ *    that stream. It must not call weft on the same device (the scheduler
+ *    thread is waiting for it: such a call is refused or deadlocks), must
+ *    not synchronise the context or other streams, and must enqueue only on
+ *    ctx->stream. An error it returns fails the launch; a fault of the work
+ *    it enqueued poisons the device, as a kernel's would.
+ * |name| is copied (1..255 bytes); |user| is passed to every call. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_kernel_native(weft_device *dev, const char *name,
+                                                             weft_native_fn fn, void *user,
+                                                             weft_kernel *out);
+
+/* ---- a launch that can grow ---- */
+typedef struct weft_launch_desc {
+  uint32_t struct_size; /* sizeof(weft_launch_desc): the struct only grows at the end */
+  weft_stream_id stream;
+  weft_kernel kernel;
+  uint32_t grid[3], block[3];
+  uint32_t shared_bytes; /* dynamic shared memory per block (CUDA) */
+  const weft_binding *bindings;
+  size_t num_bindings;
+  const void *scalars;
+  size_t scalar_bytes;
+  const char *label; /* optional: names this launch in reports and traces */
+} weft_launch_desc;
+/* weft_launch from a descriptor. |struct_size| must be sizeof(weft_launch_desc)
+ * of this release or of an older one (a layout that ends at one of its
+ * fields: a later release accepts this one); anything else is
+ * InvalidArgument. |shared_bytes| goes to cuLaunchKernel for a module
+ * kernel (the driver refuses what the device lacks: the launch fails with
+ * LaunchTooManyResources); a host, native or built-in kernel has none, and
+ * a non-zero value for one is InvalidArgument. |label| (NULL: none; else
+ * 1..127 bytes) names the launch in its failure's report ("launch 'attn.qk'
+ * of kernel 'gemm' (launch 7)") and in traces. Labels are interned per
+ * device: the first launch with a new label copies it (the only allocation;
+ * the caller's string need not outlive the call), later ones allocate
+ * nothing; a device holds at most 4096 distinct launch labels (then
+ * InvalidArgument). */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_launch_ex(weft_device *dev,
+                                                         const weft_launch_desc *desc);
+/* Names a buffer in reports and traces ("buffer 'attn.q' (#38)"); |label| is
+ * copied (1..127 bytes; NULL removes the name). Ordered like a command: the
+ * reports of failures that read the buffer after the call name it so. */
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_buffer_set_label(weft_device *dev, weft_buffer buf,
+                                                                const char *label);
 
 /* ---- memory: pools, layouts, modes, reports
  * --------------------------------------------------------
@@ -743,6 +841,47 @@ WEFT_API WEFT_MUST_USE_RESULT weft_status weft_trace_begin(weft_device *dev, uin
  * from inside a kernel (it waits for every running kernel). WEFT_TRACE=path records a
  * device's whole life and writes the file at close. */
 WEFT_API WEFT_MUST_USE_RESULT weft_status weft_trace_end(weft_device *dev, const char *path);
+/* ---- observability: logging and memory snapshots ------------------------------------- */
+
+/* Process-wide logging of weft's streaming and memory decisions (stream
+ * creation, the reclaim ladder's steps, relocations, pages added and
+ * released, back-pressure waits, recorded failures, poisoning; the list and
+ * the levels are in docs/observability.md). Levels: 0 error, 1 warn (the
+ * default), 2 info, 3 debug; a message is emitted when its level is at most
+ * |level| (clamped to 0..3, with a warning). |fn| NULL: messages go to
+ * stderr as "weft: <level>: <message>". |message| is borrowed for the call.
+ * The hook may be called from any weft thread (the scheduler, a pool
+ * thread, a client inside a call), concurrently: it must be thread-safe and
+ * must not call weft. weft_set_log returns once no call of the previous
+ * hook is running, so its |user| may be freed then. The variable
+ * WEFT_LOG=error|warn|info|debug sets the level for devices opened later,
+ * unless the program has called weft_set_log (docs/configuration.md). */
+typedef void (*weft_log_fn)(void *user, int level, const char *message);
+WEFT_API void weft_set_log(weft_log_fn fn, void *user, int level);
+
+/* A JSON view of every stream's memory (free with weft_free): the usage
+ * totals (equal to weft_memory_usage_get's), and per stream its pools,
+ * their pages and the slices covering each page (offset, size, padding,
+ * state "free" / "in_use" / "pinned", buffer id and label, tainted byte
+ * ranges with their failure ids), and the most recent reservation and
+ * release events (a preallocated ring of WEFT_MEMORY_EVENTS). The fields
+ * are in docs/observability.md. Ordered after the commands submitted
+ * before it, like every memory call. *json_out is NULL on failure. */
+#define WEFT_MEMORY_EVENTS 256u
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_snapshot(weft_device *dev, char **json_out);
+/* Called once per reservation that fails for good: one of the kinds the
+ * reclaim ladder handles (OutOfMemory, PageSizesExhausted) still failing
+ * after the ladder and the reclaim callback, with the snapshot at that
+ * moment (borrowed for the call; its "oom" member names the request).
+ * Requests that can never fit (BufferTooBig) and refusals to add a page
+ * (PageUpdateForbidden) climb no ladder and are not reported. Runs on the
+ * scheduler thread: it must not block on the device (blocking calls, such
+ * as weft_memory_snapshot, are refused with InvalidArgument there); it may
+ * log, copy the snapshot, or queue work. NULL fn: clears it. */
+typedef void (*weft_oom_fn)(void *user, weft_stream_id stream, uint64_t bytes,
+                            const char *snapshot_json);
+WEFT_API WEFT_MUST_USE_RESULT weft_status weft_memory_set_oom_observer(weft_device *dev,
+                                                                       weft_oom_fn fn, void *user);
 
 /* ---- statistics ------------------------------------------------------------------------ */
 

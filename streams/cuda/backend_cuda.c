@@ -11,21 +11,25 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/error.h"
 #include "streams/backend.h"
 #include "streams/cuda/lane.h"
 #include "streams/cuda/storage_cuda.h"
 
 #define MAX_MODULES     1024u
 #define MAX_PARAMS      64u
+#define MAX_SIGNATURE   255u /* bytes of a parameter signature */
+#define MAX_PARAM_ALIGN 256u /* a by-value struct's alignment, at most */
 #define STAGING_MIN     ((size_t)4096)
 #define STAGING_CLASSES 13u /* 4 KiB .. 16 MiB; larger copies go through the driver */
 #define STAGING_CAP     (UINT64_C(256) << 20) /* pinned bytes at most: page-locked memory is scarce */
 
-/* A CUDA kernel's payload (weft_launch_desc.impl): its CUfunction and
+/* A CUDA kernel's payload (weft_backend_launch.impl): its CUfunction and
  * parameter layout. */
 typedef struct cuda_kernel {
   CUfunction fn;
-  char params[MAX_PARAMS + 1];    /* the signature: 'b', '1', '2', '4', '8' */
+  char params[MAX_SIGNATURE + 1]; /* the signature: 'b', '1', '2', '4', '8', "{N,A}" */
+  bool binding[MAX_PARAMS];       /* parameter i is a binding's address (else a scalar) */
   uint16_t param_off[MAX_PARAMS]; /* a scalar's offset in the scalar block */
   uint32_t nparams, nbindings;
   uint32_t scalar_min, scalar_max; /* accepted scalar block sizes (struct padding) */
@@ -180,36 +184,90 @@ static weft_status cuda_module_load(weft_backend_base *b, const void *image, siz
   return st;
 }
 
-/* Parses a parameter signature into |k|. */
+/* Reads the decimal number at |*p| (at most 5 digits: larger is refused
+ * by the limits anyway) into |*out|; false when there is none. */
+static bool param_number(const char **p, uint32_t *out) {
+  uint32_t v = 0, digits = 0;
+  while (**p >= '0' && **p <= '9') {
+    if (++digits > 5) return false;
+    v = v * 10u + (uint32_t)(**p - '0');
+    (*p)++;
+  }
+  *out = v;
+  return digits > 0;
+}
+
+/* A by-value struct "{N,A}" at |*p| (past its '{'): N bytes aligned to A. */
+static weft_status param_struct(const char **p, uint32_t i, uint32_t *size, uint32_t *align) {
+  const char *at = *p;
+  if (!param_number(p, size) || **p != ',' || (++*p, !param_number(p, align)) || **p != '}')
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "kernel parameter %u is a struct spelled \"{%.16s\": write \"{N,A}\" "
+                           "(N bytes aligned to A, both decimal)",
+                           i, at);
+  ++*p;
+  if (*size == 0 || *size > WEFT_MAX_SCALAR_BYTES)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "kernel parameter %u is a struct of %u bytes: 1..%u", i, *size,
+                           WEFT_MAX_SCALAR_BYTES);
+  if (*align == 0 || (*align & (*align - 1)) || *align > MAX_PARAM_ALIGN)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "kernel parameter %u is a struct aligned to %u: a power of two up to %u",
+                           i, *align, MAX_PARAM_ALIGN);
+  if (*size % *align)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "kernel parameter %u is a struct of %u bytes aligned to %u: a C "
+                           "struct's size is a multiple of its alignment",
+                           i, *size, *align);
+  return NULL;
+}
+
+/* Parses a parameter signature into |k|: 'b' a binding, '1' '2' '4' '8' a
+ * scalar of that size (and alignment), "{N,A}" a struct of N bytes aligned
+ * to A, passed by value from the scalar block. */
 static weft_status parse_params(const char *params, cuda_kernel *k) {
-  size_t n = strnlen(params, MAX_PARAMS + 1);
-  if (n > MAX_PARAMS)
-    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "more than %u kernel parameters", MAX_PARAMS);
-  uint32_t off = 0, align = 1;
-  for (size_t i = 0; i < n; i++) {
-    char ch = params[i];
+  size_t len = strnlen(params, MAX_SIGNATURE + 1);
+  if (len > MAX_SIGNATURE)
+    return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                           "the parameter signature is longer than %u bytes", MAX_SIGNATURE);
+  uint32_t off = 0, align = 1, n = 0;
+  for (const char *p = params; *p;) {
+    if (n == MAX_PARAMS)
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "more than %u kernel parameters",
+                             MAX_PARAMS);
+    char ch = *p++;
     if (ch == 'b') {
+      k->binding[n++] = true;
       k->nbindings++;
       continue;
     }
-    uint32_t size = ch == '1' ? 1 : ch == '2' ? 2 : ch == '4' ? 4 : ch == '8' ? 8 : 0;
+    uint32_t size = ch == '1' ? 1 : ch == '2' ? 2 : ch == '4' ? 4 : ch == '8' ? 8 : 0, a = size;
+    weft_status st;
+    if (ch == '{' && (st = param_struct(&p, n, &size, &a))) return st;
     if (!size)
       return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
-                             "kernel parameter %zu is '%c': a signature holds 'b' (a binding) "
-                             "and '1', '2', '4', '8' (scalars of that many bytes)",
-                             i, ch);
-    off = (off + size - 1) & ~(size - 1);
-    k->param_off[i] = (uint16_t)off;
+                             "kernel parameter %u is '%c': a signature holds 'b' (a binding), "
+                             "'1', '2', '4', '8' (scalars of that many bytes) and \"{N,A}\" (a "
+                             "struct of N bytes aligned to A)",
+                             n, ch);
+    off = (off + a - 1) & ~(a - 1);
+    if (off + size > WEFT_MAX_SCALAR_BYTES)
+      return weft_error_make(WEFT_ERR_INVALID_ARGUMENT,
+                             "kernel parameter %u ends at scalar byte %u: past a launch's %u", n,
+                             off + size, WEFT_MAX_SCALAR_BYTES);
+    k->param_off[n++] = (uint16_t)off;
     off += size;
-    if (size > align) align = size;
+    if (a > align) align = a;
   }
-  if (k->nbindings > WEFT_MAX_BINDINGS || off > WEFT_MAX_SCALAR_BYTES)
+  if (k->nbindings > WEFT_MAX_BINDINGS)
     return weft_error_make(WEFT_ERR_INVALID_ARGUMENT, "the signature exceeds a launch's limits");
-  memcpy(k->params, params, n);
-  k->params[n] = '\0';
-  k->nparams = (uint32_t)n;
+  uint32_t max = (off + align - 1) & ~(align - 1); /* a C struct's trailing padding */
+  if (max > WEFT_MAX_SCALAR_BYTES) max = off;
+  memcpy(k->params, params, len);
+  k->params[len] = '\0';
+  k->nparams = n;
   k->scalar_min = off;
-  k->scalar_max = (off + align - 1) & ~(align - 1); /* a C struct's trailing padding */
+  k->scalar_max = max;
   return NULL;
 }
 
@@ -261,15 +319,53 @@ static weft_status cuda_check_launch(weft_backend_base *b, const void *impl, con
 
 /* ---- task bodies: enqueue on the lane the task was placed on ------------------------------ */
 
+/* A built-in kernel on |cs|: a copy, a fill, or the embedder's function,
+ * called now (in stream order: everything weft ordered before it is already
+ * enqueued) to enqueue its work on the stream. */
+static weft_status builtin_on(const weft_backend_launch *l, weft_cuda_stream *cs) {
+  const weft_backend_kernel *k = l->kernel;
+  switch (k->builtin) {
+  case WEFT_BUILTIN_COPY:
+    return weft_cuda_copy_dtod(cs, (CUdeviceptr)(uintptr_t)l->addrs[1],
+                               (CUdeviceptr)(uintptr_t)l->addrs[0], (size_t)l->bindings[1].size);
+  case WEFT_BUILTIN_FILL:
+    return weft_cuda_memset8(cs, (CUdeviceptr)(uintptr_t)l->addrs[0],
+                             *(const unsigned char *)l->scalars, (size_t)l->bindings[0].size);
+  default: {
+    uint64_t addrs[WEFT_MAX_BINDINGS], sizes[WEFT_MAX_BINDINGS];
+    for (uint32_t i = 0; i < l->nb; i++) {
+      addrs[i] = (uint64_t)(uintptr_t)l->addrs[i];
+      sizes[i] = l->bindings[i].size;
+    }
+    weft_native_ctx ctx = {.stream = (void *)weft_cuda_stream_handle(cs),
+                           .addresses = addrs,
+                           .sizes = sizes,
+                           .num_buffers = l->nb,
+                           .scalars = l->scalar_bytes ? l->scalars : NULL,
+                           .scalar_bytes = l->scalar_bytes};
+    weft_status err = k->native(&ctx, k->user);
+    /* As for a host kernel: a kind weft reports about other failures would
+     * make this launch's report contradict itself. */
+    weft_error_kind kind = weft_error_kind_of(err);
+    if (weft__error_kind_is_derived(kind))
+      err = weft_error_wrap(WEFT_ERR_GENERIC, 0, err,
+                            "kernel '%s' returned %s, a kind only weft itself reports", k->name,
+                            weft_error_kind_name(kind));
+    return err;
+  }
+  }
+}
+
 /* Enqueues launch |l| on |cs|. */
-static weft_status launch_on(const weft_launch_desc *l, weft_cuda_stream *cs) {
+static weft_status launch_on(const weft_backend_launch *l, weft_cuda_stream *cs) {
   if (l->graph) return weft_cuda_graph_launch(l->graph, cs);
+  if (__builtin_expect(l->kernel->builtin != WEFT_BUILTIN_NONE, 0)) return builtin_on(l, cs);
   const cuda_kernel *k = l->kernel->impl;
   CUdeviceptr ptrs[WEFT_MAX_BINDINGS];
   void *args[MAX_PARAMS];
   uint32_t bi = 0;
   for (uint32_t i = 0; i < k->nparams; i++) {
-    if (k->params[i] == 'b') {
+    if (k->binding[i]) {
       ptrs[bi] = (CUdeviceptr)(uintptr_t)l->addrs[bi];
       args[i] = &ptrs[bi++];
     } else {
@@ -278,10 +374,11 @@ static weft_status launch_on(const weft_launch_desc *l, weft_cuda_stream *cs) {
   }
   weft_cuda_dim3 grid = {l->grid[0], l->grid[1], l->grid[2]};
   weft_cuda_dim3 block = {l->block[0], l->block[1], l->block[2]};
-  return weft_cuda_launch(cs, k->fn, grid, block, 0, args);
+  return weft_cuda_launch(cs, k->fn, grid, block, l->shared_bytes, args);
 }
 
-static weft_status cuda_launch(weft_backend_base *b, weft_stream *on, const weft_launch_desc *l) {
+static weft_status cuda_launch(weft_backend_base *b, weft_stream *on,
+                               const weft_backend_launch *l) {
   (void)b;
   return launch_on(l, weft_lane_cuda_stream(on));
 }
@@ -359,7 +456,7 @@ typedef struct cap_track {
   uint64_t readers;
 } cap_track;
 
-static cap_track *cap_find(cap_track *t, size_t *n, const weft_launch_desc *l, uint32_t j) {
+static cap_track *cap_find(cap_track *t, size_t *n, const weft_backend_launch *l, uint32_t j) {
   const char *base = (const char *)l->addrs[j] - l->bindings[j].offset;
   for (size_t i = 0; i < *n; i++)
     if (t[i].base == base) return &t[i];
@@ -407,7 +504,7 @@ static weft_status cuda_capture(weft_backend_base *b, const weft_capture_launch 
   weft_status first = NULL; /* the first failure while capturing */
   for (uint32_t k = 1; k < ns && !first; k++) first = weft_cuda_capture_edge(cs[0], cs[0], cs[k]);
   for (size_t r = 0; r < n && !first; r++) {
-    const weft_launch_desc *l = &rec[r].launch;
+    const weft_backend_launch *l = &rec[r].launch;
     uint32_t i = (uint32_t)idx[rec[r].slot];
     uint64_t need = 0;
     for (uint32_t j = 0; j < l->nb; j++) {

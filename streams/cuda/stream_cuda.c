@@ -348,6 +348,21 @@ weft_status weft_cuda_copy_dtoh(weft_cuda_stream *s, void *dst, CUdeviceptr src,
                 "cuMemcpyDtoHAsync(%zu bytes)", len);
 }
 
+weft_status weft_cuda_copy_dtod(weft_cuda_stream *s, CUdeviceptr dst, CUdeviceptr src, size_t len) {
+  weft_status st = ensure_current(s->ctx);
+  if (st) return st;
+  return CU_ERR(s->ctx, WEFT_CUDA_OP_ANY, s->ctx->d->cuMemcpyDtoDAsync(dst, src, len, s->stream),
+                "cuMemcpyDtoDAsync(%zu bytes)", len);
+}
+
+weft_status weft_cuda_memset8(weft_cuda_stream *s, CUdeviceptr dst, unsigned char value,
+                              size_t len) {
+  weft_status st = ensure_current(s->ctx);
+  if (st) return st;
+  return CU_ERR(s->ctx, WEFT_CUDA_OP_ANY, s->ctx->d->cuMemsetD8Async(dst, value, len, s->stream),
+                "cuMemsetD8Async(%zu bytes of %#x)", len, value);
+}
+
 /* ---- launches and host functions ---------------------------------------------------------- */
 
 weft_status weft_cuda_launch(weft_cuda_stream *s, CUfunction f, weft_cuda_dim3 grid,

@@ -101,6 +101,12 @@ WEFT_MUST_USE_RESULT weft_status weft_cuda_copy_htod(weft_cuda_stream *s, CUdevi
                                                      const void *src, size_t len);
 WEFT_MUST_USE_RESULT weft_status weft_cuda_copy_dtoh(weft_cuda_stream *s, void *dst,
                                                      CUdeviceptr src, size_t len);
+/* Device-to-device (cuMemcpyDtoDAsync) and a byte fill (cuMemsetD8Async) on
+ * the stream; both may be captured. */
+WEFT_MUST_USE_RESULT weft_status weft_cuda_copy_dtod(weft_cuda_stream *s, CUdeviceptr dst,
+                                                     CUdeviceptr src, size_t len);
+WEFT_MUST_USE_RESULT weft_status weft_cuda_memset8(weft_cuda_stream *s, CUdeviceptr dst,
+                                                   unsigned char value, size_t len);
 
 /* ---- launches and host functions ---------------------------------------------------------- */
 

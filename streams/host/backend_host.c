@@ -87,11 +87,34 @@ static weft_status host_kernel_resolve(weft_backend_base *b, weft_module module,
                          "(weft_kernel_host)");
 }
 
+/* A built-in kernel's body: a copy, a fill, or the embedder's function
+ * (once, with host addresses and no stream). */
+static weft_status host_builtin(const weft_backend_launch *l, const uint64_t *sizes) {
+  const weft_backend_kernel *k = l->kernel;
+  switch (k->builtin) {
+  case WEFT_BUILTIN_COPY: /* {src READ, dst WRITE}, equal sizes; may share a buffer, not bytes */
+    memmove(l->addrs[1], l->addrs[0], (size_t)sizes[1]);
+    return NULL;
+  case WEFT_BUILTIN_FILL:
+    memset(l->addrs[0], *(const uint8_t *)l->scalars, (size_t)sizes[0]);
+    return NULL;
+  default: {
+    uint64_t addrs[WEFT_MAX_BINDINGS];
+    for (uint32_t i = 0; i < l->nb; i++) addrs[i] = (uint64_t)(uintptr_t)l->addrs[i];
+    weft_native_ctx ctx = {.stream = NULL,
+                           .addresses = addrs,
+                           .sizes = sizes,
+                           .num_buffers = l->nb,
+                           .scalars = l->scalar_bytes ? l->scalars : NULL,
+                           .scalar_bytes = l->scalar_bytes};
+    return k->native(&ctx, k->user);
+  }
+  }
+}
+
 /* Runs a host kernel over its grid, block by block (x fastest). */
-static weft_status host_launch(weft_backend_base *b, weft_stream *on, const weft_launch_desc *l) {
-  (void)b, (void)on;
-  uint64_t sizes[WEFT_MAX_BINDINGS];
-  for (uint32_t i = 0; i < l->nb; i++) sizes[i] = l->bindings[i].size;
+static weft_status host_grid(const weft_backend_launch *l, const uint64_t *sizes) {
+  const weft_backend_kernel *k = l->kernel;
   weft_kernel_ctx ctx = {.buffers = l->addrs,
                          .sizes = sizes,
                          .num_buffers = l->nb,
@@ -99,7 +122,6 @@ static weft_status host_launch(weft_backend_base *b, weft_stream *on, const weft
                          .scalar_bytes = l->scalar_bytes};
   memcpy(ctx.grid, l->grid, sizeof(ctx.grid));
   memcpy(ctx.block, l->block, sizeof(ctx.block));
-  const weft_backend_kernel *k = l->kernel;
   weft_status err = NULL;
   for (uint32_t z = 0; z < l->grid[2] && !err; z++)
     for (uint32_t y = 0; y < l->grid[1] && !err; y++)
@@ -107,6 +129,18 @@ static weft_status host_launch(weft_backend_base *b, weft_stream *on, const weft
         ctx.block_idx[0] = x, ctx.block_idx[1] = y, ctx.block_idx[2] = z;
         err = k->fn(&ctx, k->user);
       }
+  return err;
+}
+
+/* A host kernel, or a built-in kernel's body. */
+static weft_status host_launch(weft_backend_base *b, weft_stream *on,
+                               const weft_backend_launch *l) {
+  (void)b, (void)on;
+  uint64_t sizes[WEFT_MAX_BINDINGS];
+  for (uint32_t i = 0; i < l->nb; i++) sizes[i] = l->bindings[i].size;
+  const weft_backend_kernel *k = l->kernel;
+  weft_status err = __builtin_expect(k->builtin != WEFT_BUILTIN_NONE, 0) ? host_builtin(l, sizes)
+                                                                         : host_grid(l, sizes);
   /* The kinds weft reports about other failures would make this launch's
    * report contradict itself ("root: Skipped"): such a return is the
    * launch's own failure. */

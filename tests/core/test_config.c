@@ -78,7 +78,7 @@ static void expect_hunting_numbers_default(const weft_config_hunt *h) {
 TestSuite(config, .init = clean);
 
 Test(config, unset_variables_give_the_defaults) {
-  cr_assert_not(weft_config_log());
+  cr_assert_eq(weft_config_log_level(NULL), WEFT_CONFIG_LOG_UNSET);
   cr_assert_not(weft_config_strict_wakeups());
   cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_THREAD);
   cr_assert_null(weft_config_cuda_driver());
@@ -96,23 +96,22 @@ Test(config, a_flag_is_on_for_any_value_but_empty_or_zero) {
     bool on;
   } cases[] = {{"1", true}, {"yes", true}, {"00", true}, {"0", false}, {"", false}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    set("WEFT_LOG", cases[i].value);
     set("WEFT_STRICT_WAKEUPS", cases[i].value);
     set("WEFT_HUNT_VERBOSE", cases[i].value);
-    cr_assert_eq(weft_config_log(), cases[i].on, "WEFT_LOG='%s'", cases[i].value);
     cr_assert_eq(weft_config_strict_wakeups(), cases[i].on, "'%s'", cases[i].value);
     cr_assert_eq(weft_config_hunting()->verbose, cases[i].on, "'%s'", cases[i].value);
   }
 }
 
 Test(config, settings_are_read_once_until_reloaded) {
-  cr_assert_not(weft_config_log());
-  cr_assert_eq(setenv("WEFT_LOG", "1", 1), 0);
+  cr_assert_eq(weft_config_log_level(NULL), WEFT_CONFIG_LOG_UNSET);
+  cr_assert_eq(setenv("WEFT_LOG", "debug", 1), 0);
   cr_assert_eq(setenv("WEFT_SCHEDULER", "combining", 1), 0);
-  cr_assert_not(weft_config_log(), "a variable set after the first read is not seen");
+  cr_assert_eq(weft_config_log_level(NULL), WEFT_CONFIG_LOG_UNSET,
+               "a variable set after the first read is not seen");
   cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_THREAD);
   weft__config_reload();
-  cr_assert(weft_config_log());
+  cr_assert_eq(weft_config_log_level(NULL), 3);
   cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_COMBINING);
 }
 

@@ -197,6 +197,7 @@ struct stats {
       peak_bytes, memcpys, memsets, host_funcs, event_waits, event_records, graph_launches,
       captures, streams_live, events_live, modules_live, graphs_live, graph_execs_live,
       host_allocs_live, injected_failures, leaked_at_ctx_release;
+  uint64_t last_shared_bytes; /* sharedMemBytes of the last accepted cuLaunchKernel */
 };
 
 static struct {
@@ -1585,6 +1586,7 @@ FC_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX,
   bool captured = s->cap != CAP_NONE;
   r = submit(s, o);
   if (r == CUDA_SUCCESS && !captured) G.st.launches++;
+  if (r == CUDA_SUCCESS) G.st.last_shared_bytes = sharedMemBytes;
   return leave(r);
 }
 
@@ -1978,6 +1980,7 @@ FC_EXPORT uint64_t fake_cuda_stat(const char *name) {
       S(modules_live),      S(graphs_live),
       S(graph_execs_live),  S(host_allocs_live),
       S(injected_failures), S(leaked_at_ctx_release),
+      S(last_shared_bytes),
 #undef S
   };
   if (!name) return UINT64_MAX;

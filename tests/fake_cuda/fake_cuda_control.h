@@ -37,7 +37,8 @@ void fake_cuda_reset(void);
  * memcpys, memsets, host_funcs, event_waits, event_records, graph_launches,
  * captures, streams_live, events_live, modules_live, graphs_live,
  * graph_execs_live, host_allocs_live, injected_failures, sticky (the current
- * sticky CUresult, 0 if none), ctx_refs, leaked_at_ctx_release. */
+ * sticky CUresult, 0 if none), ctx_refs, leaked_at_ctx_release, last_shared_bytes (the
+ * sharedMemBytes of the last accepted cuLaunchKernel, captured ones included). */
 uint64_t fake_cuda_stat(const char *name);
 
 typedef void (*fake_cuda_fail_next_fn)(const char *, CUresult, unsigned);

@@ -9,7 +9,7 @@
 
 #define FC_EXPORT     __attribute__((visibility("default")))
 #define FC_MAX_PARAMS 8
-#define FC_MAX_PARAM  16 /* bytes per kernel parameter */
+#define FC_MAX_PARAM  32 /* bytes per kernel parameter (weft_struct_probe's struct: 24) */
 
 typedef struct fc_dim {
   unsigned x, y, z;

@@ -108,6 +108,19 @@ static CUresult k_spin_us(void **params, fc_dim g, fc_dim b) {
   return CUDA_SUCCESS;
 }
 
+/* weft_struct_probe(unsigned char *out, struct { 24 bytes, 8-aligned } s,
+ * unsigned tail): out[0..24) = s's bytes, out[24..28) = tail's: what a
+ * by-value struct parameter delivered, byte for byte. */
+static CUresult k_struct_probe(void **params, fc_dim g, fc_dim b) {
+  unsigned char *out;
+  (void)g, (void)b;
+  ARG(params, 0, out);
+  CHECK_RANGE(out, 28);
+  memcpy(out, params[1], 24);
+  memcpy(out + 24, params[2], 4);
+  return CUDA_SUCCESS;
+}
+
 #define PTR sizeof(void *)
 static const fc_kernel kernels[] = {
     {"weft_fill_f32", k_fill_f32, 3, {PTR, 4, 4}},
@@ -116,6 +129,7 @@ static const fc_kernel kernels[] = {
     {"weft_noop", k_noop, 0, {0}},
     {"weft_fault", k_fault, 0, {0}},
     {"weft_spin_us", k_spin_us, 1, {4}},
+    {"weft_struct_probe", k_struct_probe, 3, {PTR, 24, 4}},
 };
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
 

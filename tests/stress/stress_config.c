@@ -34,7 +34,7 @@ static void *reader(void *arg) {
   const weft_config_hunt *h = weft_config_hunting();
   check(h->delay_us == 4321 && h->chaos == 7 && h->drop_kind != 0 && h->drop_every == 3,
         "a reader saw hunting settings other than those set");
-  check(weft_config_log(), "a reader saw WEFT_LOG off");
+  check(weft_config_log_level(NULL) == 3, "a reader saw another WEFT_LOG level");
   const char *d = weft_config_cuda_driver();
   check(d && !strcmp(d, "/stress/libcuda.so.1"), "a reader saw another WEFT_CUDA_DRIVER");
   weft_scheduler_mode m = WEFT_SCHEDULER_DEFAULT;
@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
   setenv("WEFT_DELAY_US", "4321", 1);
   setenv("WEFT_CHAOS", "7", 1);
   setenv("WEFT_HUNT_DROP", "inbox:3", 1);
-  setenv("WEFT_LOG", "1", 1);
+  setenv("WEFT_LOG", "debug", 1);
   setenv("WEFT_CUDA_DRIVER", "/stress/libcuda.so.1", 1);
   setenv("WEFT_SCHEDULER", "combining", 1);
   for (int r = 0; r < rounds && !atomic_load(&failed); r++) {
