@@ -49,6 +49,7 @@ enum rec_type {
   R_BIND = R_HEADS, /* n: 1-2 of (buffer, offset, size), acc: access of each (2 bits) */
   R_WAIT,           /* n: 1-3 of (slot, seq) */
   R_MSG,            /* n: bytes of message text */
+  R_LABEL,          /* w: a launch's interned label (lives as long as the device) */
 };
 
 typedef struct trace_rec {
@@ -157,8 +158,9 @@ static __attribute__((noinline)) void trace_task_any(weft_device *dev, weft_trac
     if (nd) len = format_error(nd->error, msg);
   }
   uint32_t nbind = (nb + 1) / 2, nwait = (c->task.nwaits + 2) / 3;
+  const char *label = c->kind == CMD_LAUNCH ? c->label : NULL;
   trace_rec *r = rec_head(tr, R_TASK, (uint8_t)c->kind, c->on_slot,
-                          (uint16_t)(nbind + nwait + msg_records(len)));
+                          (uint16_t)(nbind + nwait + msg_records(len) + (label != NULL)));
   r->outcome = (uint8_t)c->result;
   r->acc = stamped;
   r->w[0] = t0;
@@ -196,6 +198,7 @@ static __attribute__((noinline)) void trace_task_any(weft_device *dev, weft_trac
     }
   }
   if (len) rec_msg(tr, msg, len);
+  if (label) rec_head(tr, R_LABEL, 0, 0, 1)->w[0] = (uint64_t)(uintptr_t)label;
 }
 
 /* The common case in straight-line code: a stamped launch that ran, with at
@@ -218,26 +221,30 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
       .outcome = OUT_RUN,
       .acc = 1,
       .slot = c->on_slot,
-      .n = nb != 0,
+      .n = (uint16_t)((nb != 0) + (c->label != NULL)),
       .w = {c->tr_t0, c->tr_t1, c->launch_no, c->task.seq, 0, 0,
             c->kernel | (uint64_t)weft__slot_of(dev, c->stream) << 32 |
                 (uint64_t)(c->graph != NULL) << 63},
   };
-  if (!nb) return;
-  const weft_binding *bd = c->bindings;
-  trace_rec *b = rec_next(tr);
-  if (nb == 1)
-    *b = (trace_rec){.type = R_BIND,
-                     .acc = (uint8_t)(bd[0].access & 3u),
-                     .n = 1,
-                     .w = {bd[0].buffer.id, bd[0].offset, bd[0].size}};
-  else
-    *b = (trace_rec){
-        .type = R_BIND,
-        .acc = (uint8_t)((bd[0].access & 3u) | (bd[1].access & 3u) << 2),
-        .n = 2,
-        .w = {bd[0].buffer.id, bd[0].offset, bd[0].size, bd[1].buffer.id, bd[1].offset, bd[1].size},
-    };
+  if (nb) {
+    const weft_binding *bd = c->bindings;
+    trace_rec *b = rec_next(tr);
+    if (nb == 1)
+      *b = (trace_rec){.type = R_BIND,
+                       .acc = (uint8_t)(bd[0].access & 3u),
+                       .n = 1,
+                       .w = {bd[0].buffer.id, bd[0].offset, bd[0].size}};
+    else
+      *b = (trace_rec){
+          .type = R_BIND,
+          .acc = (uint8_t)((bd[0].access & 3u) | (bd[1].access & 3u) << 2),
+          .n = 2,
+          .w = {bd[0].buffer.id, bd[0].offset, bd[0].size, bd[1].buffer.id, bd[1].offset,
+                bd[1].size},
+      };
+  }
+  if (__builtin_expect(c->label != NULL, 0))
+    *rec_next(tr) = (trace_rec){.type = R_LABEL, .n = 1, .w = {(uint64_t)(uintptr_t)c->label}};
 }
 
 /* A task's run interval is stamped on the thread that runs it, with one
@@ -630,16 +637,34 @@ static const char *access_name(unsigned a) {
   return a == WEFT_READ ? "read" : a == WEFT_WRITE ? "write" : "read_write";
 }
 
-/* What a task is called on the timeline: a launch by its kernel's name (the
- * one place to name it by a label once launches carry one). */
-static const char *trace_name(const weft_device *dev, const trace_rec *h) {
+/* A launch's label (its R_LABEL detail), or NULL. */
+static const char *head_label(const weft_trace *tr, uint64_t hi) {
+  const trace_rec *h = &tr->ring[hi];
+  for (uint16_t i = 1; i <= h->n; i++) {
+    const trace_rec *d = &tr->ring[(hi + i) % tr->cap];
+    if (d->type == R_LABEL) return (const char *)(uintptr_t)d->w[0];
+  }
+  return NULL;
+}
+
+/* A launch's kernel name, or NULL. */
+static const char *kernel_name(const weft_device *dev, const trace_rec *h) {
+  uint32_t k = (uint32_t)h->w[6];
+  return k < WEFT_MAX_KERNELS && k < atomic_load(&((weft_device *)dev)->nkernels)
+             ? dev->kernels[k].k.name
+             : NULL;
+}
+
+/* What a task is called on the timeline: a launch by its label, else by its
+ * kernel's name. */
+static const char *trace_name(const weft_device *dev, const weft_trace *tr, uint64_t hi) {
+  const trace_rec *h = &tr->ring[hi];
   switch (h->sub) {
   case CMD_LAUNCH: {
-    uint32_t k = (uint32_t)h->w[6];
+    const char *label = head_label(tr, hi), *k = kernel_name(dev, h);
+    if (label) return label;
     if (h->w[6] >> 63) return "replay (graph)";
-    return k < WEFT_MAX_KERNELS && k < atomic_load(&((weft_device *)dev)->nkernels)
-               ? dev->kernels[k].k.name
-               : "launch";
+    return k ? k : "launch";
   }
   case CMD_WRITE:
     return "write";
@@ -684,7 +709,15 @@ static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint6
   FILE *f = w->f;
   char name[48];
   fprintf(f, ",\"args\":{");
-  if (h->sub == CMD_LAUNCH) fprintf(f, "\"launch\":%" PRIu64 ",", h->w[2]);
+  if (h->sub == CMD_LAUNCH) {
+    fprintf(f, "\"launch\":%" PRIu64 ",", h->w[2]);
+    const char *k = kernel_name(dev, h);
+    if (k && head_label(tr, hi)) { /* named by its label: the kernel is an argument */
+      fputs("\"kernel\":", f);
+      jstr(f, k, strlen(k));
+      fputc(',', f);
+    }
+  }
   fprintf(f, "\"outcome\":\"%s\",\"stream_slot\":%u,\"seq\":%" PRIu64, outcome_name(h->outcome),
           h->slot, h->w[3]);
   uint32_t registered = (uint32_t)(h->w[6] >> 32) & 0x7fffffffu;
@@ -720,7 +753,6 @@ static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint6
     }
   }
   fputs("]}", f);
-  (void)dev;
 }
 
 static void flow(jw *w, const char *name, const char *cat, uint64_t *id, const task_ev *from,
@@ -815,7 +847,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
       const task_ev *me = &evs[e];
       ev_open(&w, "X", me->slot + 1, me->t0);
       fprintf(f, ",\"dur\":%.3f,\"name\":", (double)(me->t1 - me->t0) / 1000.0);
-      const char *tn = trace_name(dev, r);
+      const char *tn = trace_name(dev, tr, hi);
       jstr(f, tn, strlen(tn));
       fprintf(f, ",\"cat\":\"%s\"",
               r->sub == CMD_LAUNCH                              ? "launch"
