@@ -50,6 +50,7 @@ enum rec_type {
   R_WAIT,           /* n: 1-3 of (slot, seq) */
   R_MSG,            /* n: bytes of message text */
   R_LABEL,          /* w: a launch's interned label (lives as long as the device) */
+  R_DEVICE,         /* w: a launch's time on the device, ns (a backend that times them) */
 };
 
 typedef struct trace_rec {
@@ -68,6 +69,7 @@ struct weft_trace {
   uint64_t begin_ns, placed0; /* tasks placed after placed0 were wrapped */
   uint64_t bp_last;           /* back-pressure waits at the last flush */
   bool poison_seen;
+  bool timed; /* the backend times launches on the device (device_ms) */
   char *path; /* WEFT_TRACE: written at close (owned), or NULL */
   size_t path_bytes;
 };
@@ -159,8 +161,12 @@ static __attribute__((noinline)) void trace_task_any(weft_device *dev, weft_trac
   }
   uint32_t nbind = (nb + 1) / 2, nwait = (c->task.nwaits + 2) / 3;
   const char *label = c->kind == CMD_LAUNCH ? c->label : NULL;
+  double ms = 0;
+  bool timed =
+      tr->timed && c->kind == CMD_LAUNCH &&
+      dev->backend->vt->device_ms(dev->backend, dev->streams[c->on_slot], c->task.seq, &ms);
   trace_rec *r = rec_head(tr, R_TASK, (uint8_t)c->kind, c->on_slot,
-                          (uint16_t)(nbind + nwait + msg_records(len) + (label != NULL)));
+                          (uint16_t)(nbind + nwait + msg_records(len) + (label != NULL) + timed));
   r->outcome = (uint8_t)c->result;
   r->acc = stamped;
   r->w[0] = t0;
@@ -199,6 +205,7 @@ static __attribute__((noinline)) void trace_task_any(weft_device *dev, weft_trac
   }
   if (len) rec_msg(tr, msg, len);
   if (label) rec_head(tr, R_LABEL, 0, 0, 1)->w[0] = (uint64_t)(uintptr_t)label;
+  if (timed) rec_head(tr, R_DEVICE, 0, 0, 1)->w[0] = ms > 0 ? (uint64_t)(ms * 1e6 + 0.5) : 0;
 }
 
 /* The common case in straight-line code: a stamped launch that ran, with at
@@ -208,7 +215,7 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
   weft_trace *tr = dev->trace;
   uint32_t nb = c->nb;
   if (__builtin_expect(c->kind != CMD_LAUNCH || c->result != OUT_RUN || nb > 2 || c->task.nwaits ||
-                           c->task.placed <= tr->placed0 || c->tr_t0 < tr->begin_ns,
+                           c->task.placed <= tr->placed0 || c->tr_t0 < tr->begin_ns || tr->timed,
                        0)) {
     trace_task_any(dev, tr, c);
     return;
@@ -373,7 +380,15 @@ static void trace_free(weft_device *dev, weft_trace *tr) {
   weft__free(&dev->alloc, tr, sizeof(*tr), 16);
 }
 
+/* The backend's device time goes on and off with the recording. */
+static void trace_timing(weft_device *dev, bool on) {
+  weft_backend_base *b = dev->backend;
+  if (b && b->vt->trace_timing && b->vt->device_ms) b->vt->trace_timing(b, on);
+}
+
 static void trace_install(weft_device *dev, weft_trace *tr) {
+  trace_timing(dev, true);
+  tr->timed = dev->backend && dev->backend->vt->trace_timing && dev->backend->vt->device_ms;
   tr->begin_ns = now_ns();
   tr->placed0 = dev->ms.placed;
   tr->bp_last = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
@@ -400,6 +415,7 @@ void weft__trace_process(weft_device *dev, cmd *c) {
     check_poison(dev, dev->trace);
     call->tr = dev->trace;
     dev->trace = NULL;
+    trace_timing(dev, false);
   }
   weft__token_complete(c->token, st);
   weft__cmd_free(c);
@@ -502,6 +518,7 @@ weft_status weft__trace_open_env(weft_device *dev) {
 }
 
 void weft__trace_drop(weft_device *dev) {
+  if (dev->trace) trace_timing(dev, false);
   trace_free(dev, dev->trace);
   dev->trace = NULL;
 }
@@ -511,7 +528,8 @@ void weft__trace_close(weft_device *dev) {
   if (!tr) return;
   dev->trace = NULL;
   check_poison(dev, tr); /* the scheduler stopped: this thread is the only writer */
-  if (tr->path) {        /* close cannot fail: a file it cannot write is said on stderr */
+  trace_timing(dev, false);
+  if (tr->path) { /* close cannot fail: a file it cannot write is said on stderr */
     FILE *f;
     bool created;
     weft_status st = open_path(tr->path, "WEFT_TRACE", &f, &created);
@@ -724,6 +742,11 @@ static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint6
   if (registered != h->slot) fprintf(f, ",\"registered_on_slot\":%" PRIu32, registered);
   if (!h->acc) fputs(",\"run_stamped\":false", f); /* placed before the recording began */
   if (h->w[4]) fprintf(f, ",\"failure\":%" PRIu64, h->w[4]);
+  for (uint16_t i = 1; i <= h->n; i++) { /* its time on the device (CUDA events) */
+    const trace_rec *d = &tr->ring[(hi + i) % tr->cap];
+    if (d->type == R_DEVICE)
+      fprintf(f, ",\"device_ms\":%" PRIu64 ".%06" PRIu64, d->w[0] / 1000000u, d->w[0] % 1000000u);
+  }
   char msg[TRACE_MSG_MAX];
   size_t len = head_msg(tr, hi, msg);
   if (len) {
