@@ -26,6 +26,7 @@ typedef struct config {
   int log_level;                 /* WEFT_LOG: 0..3, WEFT_CONFIG_LOG_UNSET or _INVALID */
   char log_value[QUOTE_MAX + 4]; /* the bad value, "..." when cut */
   bool strict_wakeups;
+  bool nvtx;                     /* WEFT_NVTX */
   weft_scheduler_mode scheduler; /* THREAD or COMBINING when valid */
   bool scheduler_invalid;
   char scheduler_value[QUOTE_MAX + 4]; /* the bad value, "..." when cut */
@@ -148,6 +149,7 @@ static void read_all(config *c) {
   memset(c, 0, sizeof(*c));
   read_log(c);
   c->strict_wakeups = flag("WEFT_STRICT_WAKEUPS");
+  c->nvtx = flag("WEFT_NVTX");
   read_scheduler(c);
   read_cuda_driver(c);
   c->host_threads = (uint32_t)number("WEFT_HOST_THREADS", 0, 64, 0);
@@ -182,6 +184,10 @@ int weft_config_log_level(const char **bad) {
 
 bool weft_config_strict_wakeups(void) {
   return get()->strict_wakeups;
+}
+
+bool weft_config_nvtx(void) {
+  return get()->nvtx;
 }
 
 weft_status weft_config_scheduler(weft_scheduler_mode *out) {

@@ -52,6 +52,10 @@ int weft_config_log_level(const char **bad);
 /* WEFT_STRICT_WAKEUPS: a recovered lost wake-up fails the process (core/sync.c). */
 bool weft_config_strict_wakeups(void);
 
+/* WEFT_NVTX: the CUDA backend brackets each launch's enqueue in an NVTX range
+ * named by the launch's label or kernel (streams/cuda/backend_cuda.c). */
+bool weft_config_nvtx(void);
+
 /* The scheduler mode WEFT_SCHEDULER gives devices left at
  * WEFT_SCHEDULER_DEFAULT: *out is WEFT_SCHEDULER_THREAD when the variable is
  * unset, empty or "thread", WEFT_SCHEDULER_COMBINING for "combining". Any

@@ -48,6 +48,7 @@ static inline void weft__launch_desc(const weft_device *dev, cmd *c, weft_backen
   out->scalars = c->scalars;
   out->scalar_bytes = c->scalar_bytes;
   out->shared_bytes = c->shared_bytes;
+  out->label = c->label;
 }
 /* The launches |c| runs: those of the graph it replays, else 1. */
 static inline uint32_t weft__launch_count(const weft_device *dev, const cmd *c) {

@@ -49,6 +49,8 @@ enum rec_type {
   R_BIND = R_HEADS, /* n: 1-2 of (buffer, offset, size), acc: access of each (2 bits) */
   R_WAIT,           /* n: 1-3 of (slot, seq) */
   R_MSG,            /* n: bytes of message text */
+  R_LABEL,          /* w: a launch's interned label (lives as long as the device) */
+  R_DEVICE,         /* w: a launch's time on the device, ns (a backend that times them) */
 };
 
 typedef struct trace_rec {
@@ -61,12 +63,13 @@ _Static_assert(sizeof(trace_rec) == 64, "a trace record is one cache line");
 
 struct weft_trace {
   trace_rec *ring;
-  uint64_t cap, at; /* the next record written */
-  bool full;        /* the ring wrapped: every record holds something */
-  uint64_t written, dropped;
+  uint64_t cap, at;           /* the next record written */
+  uint64_t wraps;             /* times |at| went round: with a wrap, every record holds something */
+  uint64_t heads;             /* heads written: those no longer in the ring were dropped */
   uint64_t begin_ns, placed0; /* tasks placed after placed0 were wrapped */
   uint64_t bp_last;           /* back-pressure waits at the last flush */
   bool poison_seen;
+  bool timed; /* the backend times launches on the device (device_ms) */
   char *path; /* WEFT_TRACE: written at close (owned), or NULL */
   size_t path_bytes;
 };
@@ -79,20 +82,21 @@ static inline uint64_t now_ns(void) {
 
 /* ---- recording (scheduler role only) ----------------------------------------------------- */
 
+/* The next record; a head counts itself (rec_head), so that what the ring
+ * lost is counted when it is written, not on every record here. */
 static inline trace_rec *rec_next(weft_trace *tr) {
   trace_rec *r = &tr->ring[tr->at];
-  if (tr->full && r->type >= R_TASK && r->type < R_HEADS) tr->dropped++;
-  if (++tr->at == tr->cap) {
+  if (__builtin_expect(++tr->at == tr->cap, 0)) {
     tr->at = 0;
-    tr->full = true;
+    tr->wraps++;
   }
-  tr->written++;
   return r;
 }
 
 static inline trace_rec *rec_head(weft_trace *tr, uint8_t type, uint8_t sub, uint16_t slot,
                                   uint16_t n) {
   trace_rec *r = rec_next(tr);
+  tr->heads += type < R_HEADS;
   r->type = type;
   r->sub = sub;
   r->outcome = 0;
@@ -129,9 +133,16 @@ static void rec_poison(weft_device *dev, weft_trace *tr) {
   rec_msg(tr, msg, len);
 }
 
-void weft__trace_task(weft_device *dev, const cmd *c) {
-  weft_trace *tr = dev->trace;
-  if (!tr->poison_seen && weft__poisoned(dev)) rec_poison(dev, tr);
+/* The poisoning, once, when it is first seen: by a task that did not run, a
+ * flush, or the recording's end. */
+static inline void check_poison(weft_device *dev, weft_trace *tr) {
+  if (__builtin_expect(!tr->poison_seen && weft__poisoned(dev), 0)) rec_poison(dev, tr);
+}
+
+/* The general case: any kind, outcome, bindings, waits and message. */
+static __attribute__((noinline)) void trace_task_any(weft_device *dev, weft_trace *tr,
+                                                     const cmd *c) {
+  check_poison(dev, tr);
   uint64_t t0 = c->tr_t0, t1 = c->tr_t1;
   bool stamped = c->task.placed > tr->placed0 && t0 >= tr->begin_ns && t1 >= t0;
   if (!stamped) t0 = t1 = now_ns(); /* placed before the recording began: shown as it retires */
@@ -149,8 +160,13 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
     if (nd) len = format_error(nd->error, msg);
   }
   uint32_t nbind = (nb + 1) / 2, nwait = (c->task.nwaits + 2) / 3;
+  const char *label = c->kind == CMD_LAUNCH ? c->label : NULL;
+  double ms = 0;
+  bool timed =
+      tr->timed && c->kind == CMD_LAUNCH &&
+      dev->backend->vt->device_ms(dev->backend, dev->streams[c->on_slot], c->task.seq, &ms);
   trace_rec *r = rec_head(tr, R_TASK, (uint8_t)c->kind, c->on_slot,
-                          (uint16_t)(nbind + nwait + msg_records(len)));
+                          (uint16_t)(nbind + nwait + msg_records(len) + (label != NULL) + timed));
   r->outcome = (uint8_t)c->result;
   r->acc = stamped;
   r->w[0] = t0;
@@ -188,40 +204,111 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
     }
   }
   if (len) rec_msg(tr, msg, len);
+  if (label) rec_head(tr, R_LABEL, 0, 0, 1)->w[0] = (uint64_t)(uintptr_t)label;
+  if (timed) rec_head(tr, R_DEVICE, 0, 0, 1)->w[0] = ms > 0 ? (uint64_t)(ms * 1e6 + 0.5) : 0;
 }
 
-/* The run of a task placed while tracing: its interval, on the thread that
- * runs it. The command is the running thread's until its stream's cursor
- * passes it (after this returns). */
+/* The common case in straight-line code: a stamped launch that ran, with at
+ * most two bindings and no waits, is a head and at most one binding record,
+ * the same records trace_task_any writes for it. */
+void weft__trace_task(weft_device *dev, const cmd *c) {
+  weft_trace *tr = dev->trace;
+  uint32_t nb = c->nb;
+  if (__builtin_expect(c->kind != CMD_LAUNCH || c->result != OUT_RUN || nb > 2 || c->task.nwaits ||
+                           c->task.placed <= tr->placed0 || c->tr_t0 < tr->begin_ns || tr->timed,
+                       0)) {
+    trace_task_any(dev, tr, c);
+    return;
+  }
+  trace_rec *r = rec_next(tr);
+  tr->heads++;
+  *r = (trace_rec){
+      .type = R_TASK,
+      .sub = CMD_LAUNCH,
+      .outcome = OUT_RUN,
+      .acc = 1,
+      .slot = c->on_slot,
+      .n = (uint16_t)((nb != 0) + (c->label != NULL)),
+      .w = {c->tr_t0, c->tr_t1, c->launch_no, c->task.seq, 0, 0,
+            c->kernel | (uint64_t)weft__slot_of(dev, c->stream) << 32 |
+                (uint64_t)(c->graph != NULL) << 63},
+  };
+  if (nb) {
+    const weft_binding *bd = c->bindings;
+    trace_rec *b = rec_next(tr);
+    if (nb == 1)
+      *b = (trace_rec){.type = R_BIND,
+                       .acc = (uint8_t)(bd[0].access & 3u),
+                       .n = 1,
+                       .w = {bd[0].buffer.id, bd[0].offset, bd[0].size}};
+    else
+      *b = (trace_rec){
+          .type = R_BIND,
+          .acc = (uint8_t)((bd[0].access & 3u) | (bd[1].access & 3u) << 2),
+          .n = 2,
+          .w = {bd[0].buffer.id, bd[0].offset, bd[0].size, bd[1].buffer.id, bd[1].offset,
+                bd[1].size},
+      };
+  }
+  if (__builtin_expect(c->label != NULL, 0))
+    *rec_next(tr) = (trace_rec){.type = R_LABEL, .n = 1, .w = {(uint64_t)(uintptr_t)c->label}};
+}
+
+/* A task's run interval is stamped on the thread that runs it, with one
+ * clock read where it can: a task that follows the previous one of its
+ * placed chain, on the same stream and thread, without a wait of its own,
+ * starts when that one ended (the pool's hop between them counts as the
+ * later task's). The first of a chain, one with waits, or one that another
+ * thread's or another stream's task came before reads the clock twice. */
+typedef struct trace_lane {
+  const weft_stream *on;
+  uint64_t seq, t1;
+} trace_lane;
+static _Thread_local trace_lane last_run __attribute__((tls_model("initial-exec")));
+
+#define TRACE_CHAINED UINT64_C(1) /* tr_t0 before the run: may start at the last end */
+
+/* The command is the running thread's until its stream's cursor passes it
+ * (after this returns). */
 static void trace_run(weft_task *t, weft_stream *on) {
   cmd *c = (cmd *)t;
   void (*run)(weft_task *, weft_stream *) = c->tr_run;
   t->run = run;
-  c->tr_t0 = now_ns();
+  trace_lane *l = &last_run;
+  uint64_t seq = t->seq;
+  uint64_t t0 = c->tr_t0 == TRACE_CHAINED && l->on == on && l->seq + 1 == seq ? l->t1 : now_ns();
   run(t, on);
-  c->tr_t1 = now_ns();
+  uint64_t t1 = now_ns();
+  c->tr_t0 = t0;
+  c->tr_t1 = t1;
+  *l = (trace_lane){on, seq, t1};
 }
 
-static inline void wrap(weft_task *t) {
+static inline void wrap(weft_task *t, bool chained) {
   cmd *c = (cmd *)t;
   c->tr_run = t->run;
-  c->tr_t0 = 0;
+  c->tr_t0 = chained && !t->nwaits ? TRACE_CHAINED : 0;
   t->run = trace_run;
+}
+
+static inline void wrap_chain(weft_task *first) {
+  for (weft_task *t = first; t; t = weft_task_next(t)) wrap(t, t != first);
 }
 
 void weft__trace_wrap_chain(weft_device *dev, weft_task *first) {
   (void)dev;
-  for (weft_task *t = first; t; t = weft_task_next(t)) wrap(t);
+  wrap_chain(first);
 }
 
 void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool interleave) {
   weft_trace *tr = dev->trace;
+  check_poison(dev, tr);
   uint64_t tasks = 0, mask = 0;
   for (uint32_t i = 0; i < n; i++) {
     const weft_batch *b = &dev->ms.batches[slots[i]];
     tasks += b->n;
     mask |= UINT64_C(1) << slots[i];
-    for (weft_task *t = b->head; t; t = weft_task_next(t)) wrap(t);
+    wrap_chain(b->head);
   }
   trace_rec *r = rec_head(tr, R_FLUSH, interleave, (uint16_t)slots[0], (uint16_t)n);
   r->w[0] = now_ns();
@@ -272,12 +359,15 @@ static weft_status trace_make(weft_device *dev, uint64_t max_events, weft_trace 
   if (cap < TRACE_MIN_RECORDS) cap = TRACE_MIN_RECORDS;
   weft_trace *tr = weft__calloc(&dev->alloc, sizeof(*tr), 16);
   if (!tr) return weft__oom(sizeof(*tr), "a trace");
-  /* Not cleared: a record is read only once written (|full| says which). */
   tr->ring = weft__alloc(&dev->alloc, sizeof(trace_rec) * cap, 64);
   if (!tr->ring) {
     weft__free(&dev->alloc, tr, sizeof(*tr), 16);
     return weft__oom(sizeof(trace_rec) * cap, "a trace's ring");
   }
+  /* Touched now, not by the recording: a fresh ring's first write to each
+   * page is a page fault, which costs more than the records it holds (a
+   * record is read only once written: |at| and |wraps| say which). */
+  memset(tr->ring, 0, sizeof(trace_rec) * cap);
   tr->cap = cap;
   *out = tr;
   return NULL;
@@ -290,7 +380,15 @@ static void trace_free(weft_device *dev, weft_trace *tr) {
   weft__free(&dev->alloc, tr, sizeof(*tr), 16);
 }
 
+/* The backend's device time goes on and off with the recording. */
+static void trace_timing(weft_device *dev, bool on) {
+  weft_backend_base *b = dev->backend;
+  if (b && b->vt->trace_timing && b->vt->device_ms) b->vt->trace_timing(b, on);
+}
+
 static void trace_install(weft_device *dev, weft_trace *tr) {
+  trace_timing(dev, true);
+  tr->timed = dev->backend && dev->backend->vt->trace_timing && dev->backend->vt->device_ms;
   tr->begin_ns = now_ns();
   tr->placed0 = dev->ms.placed;
   tr->bp_last = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
@@ -314,8 +412,10 @@ void weft__trace_process(weft_device *dev, cmd *c) {
                                     : "weft_trace_end: the device is not recording a trace");
   } else {
     weft__dev_drain(dev); /* the work submitted before the end retires into the ring */
+    check_poison(dev, dev->trace);
     call->tr = dev->trace;
     dev->trace = NULL;
+    trace_timing(dev, false);
   }
   weft__token_complete(c->token, st);
   weft__cmd_free(c);
@@ -418,6 +518,7 @@ weft_status weft__trace_open_env(weft_device *dev) {
 }
 
 void weft__trace_drop(weft_device *dev) {
+  if (dev->trace) trace_timing(dev, false);
   trace_free(dev, dev->trace);
   dev->trace = NULL;
 }
@@ -426,6 +527,8 @@ void weft__trace_close(weft_device *dev) {
   weft_trace *tr = dev->trace;
   if (!tr) return;
   dev->trace = NULL;
+  check_poison(dev, tr); /* the scheduler stopped: this thread is the only writer */
+  trace_timing(dev, false);
   if (tr->path) { /* close cannot fail: a file it cannot write is said on stderr */
     FILE *f;
     bool created;
@@ -552,16 +655,34 @@ static const char *access_name(unsigned a) {
   return a == WEFT_READ ? "read" : a == WEFT_WRITE ? "write" : "read_write";
 }
 
-/* What a task is called on the timeline: a launch by its kernel's name (the
- * one place to name it by a label once launches carry one). */
-static const char *trace_name(const weft_device *dev, const trace_rec *h) {
+/* A launch's label (its R_LABEL detail), or NULL. */
+static const char *head_label(const weft_trace *tr, uint64_t hi) {
+  const trace_rec *h = &tr->ring[hi];
+  for (uint16_t i = 1; i <= h->n; i++) {
+    const trace_rec *d = &tr->ring[(hi + i) % tr->cap];
+    if (d->type == R_LABEL) return (const char *)(uintptr_t)d->w[0];
+  }
+  return NULL;
+}
+
+/* A launch's kernel name, or NULL. */
+static const char *kernel_name(const weft_device *dev, const trace_rec *h) {
+  uint32_t k = (uint32_t)h->w[6];
+  return k < WEFT_MAX_KERNELS && k < atomic_load(&((weft_device *)dev)->nkernels)
+             ? dev->kernels[k].k.name
+             : NULL;
+}
+
+/* What a task is called on the timeline: a launch by its label, else by its
+ * kernel's name. */
+static const char *trace_name(const weft_device *dev, const weft_trace *tr, uint64_t hi) {
+  const trace_rec *h = &tr->ring[hi];
   switch (h->sub) {
   case CMD_LAUNCH: {
-    uint32_t k = (uint32_t)h->w[6];
+    const char *label = head_label(tr, hi), *k = kernel_name(dev, h);
+    if (label) return label;
     if (h->w[6] >> 63) return "replay (graph)";
-    return k < WEFT_MAX_KERNELS && k < atomic_load(&((weft_device *)dev)->nkernels)
-               ? dev->kernels[k].k.name
-               : "launch";
+    return k ? k : "launch";
   }
   case CMD_WRITE:
     return "write";
@@ -606,13 +727,26 @@ static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint6
   FILE *f = w->f;
   char name[48];
   fprintf(f, ",\"args\":{");
-  if (h->sub == CMD_LAUNCH) fprintf(f, "\"launch\":%" PRIu64 ",", h->w[2]);
+  if (h->sub == CMD_LAUNCH) {
+    fprintf(f, "\"launch\":%" PRIu64 ",", h->w[2]);
+    const char *k = kernel_name(dev, h);
+    if (k && head_label(tr, hi)) { /* named by its label: the kernel is an argument */
+      fputs("\"kernel\":", f);
+      jstr(f, k, strlen(k));
+      fputc(',', f);
+    }
+  }
   fprintf(f, "\"outcome\":\"%s\",\"stream_slot\":%u,\"seq\":%" PRIu64, outcome_name(h->outcome),
           h->slot, h->w[3]);
   uint32_t registered = (uint32_t)(h->w[6] >> 32) & 0x7fffffffu;
   if (registered != h->slot) fprintf(f, ",\"registered_on_slot\":%" PRIu32, registered);
   if (!h->acc) fputs(",\"run_stamped\":false", f); /* placed before the recording began */
   if (h->w[4]) fprintf(f, ",\"failure\":%" PRIu64, h->w[4]);
+  for (uint16_t i = 1; i <= h->n; i++) { /* its time on the device (CUDA events) */
+    const trace_rec *d = &tr->ring[(hi + i) % tr->cap];
+    if (d->type == R_DEVICE)
+      fprintf(f, ",\"device_ms\":%" PRIu64 ".%06" PRIu64, d->w[0] / 1000000u, d->w[0] % 1000000u);
+  }
   char msg[TRACE_MSG_MAX];
   size_t len = head_msg(tr, hi, msg);
   if (len) {
@@ -642,7 +776,6 @@ static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint6
     }
   }
   fputs("]}", f);
-  (void)dev;
 }
 
 static void flow(jw *w, const char *name, const char *cat, uint64_t *id, const task_ev *from,
@@ -657,12 +790,14 @@ static void flow(jw *w, const char *name, const char *cat, uint64_t *id, const t
 static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
   weft_status st = NULL;
   /* The records, oldest first; details whose head was overwritten skipped. */
-  uint64_t start = tr->full ? tr->at : 0, count = tr->full ? tr->cap : tr->at;
+  bool full = tr->wraps != 0;
+  uint64_t start = full ? tr->at : 0, count = full ? tr->cap : tr->at;
   uint64_t skip = 0;
   while (skip < count && tr->ring[(start + skip) % tr->cap].type >= R_HEADS) skip++;
-  uint64_t ntasks = 0, nwrites = 0;
+  uint64_t ntasks = 0, nwrites = 0, kept = 0;
   for (uint64_t i = skip; i < count; i++) {
     const trace_rec *r = &tr->ring[(start + i) % tr->cap];
+    kept += r->type >= R_TASK && r->type < R_HEADS;
     if (r->type == R_TASK) ntasks++;
     if (r->type == R_BIND) nwrites += r->n;
   }
@@ -710,7 +845,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
           "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"weft_version\":\"%s\","
           "\"clock\":\"CLOCK_MONOTONIC\",\"ring_records\":%" PRIu64 ",\"records_written\":%" PRIu64
           ",\"events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
-          weft_version(), tr->cap, tr->written, tr->dropped);
+          weft_version(), tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept);
   char pname[64];
   snprintf(pname, sizeof(pname), "weft device %" PRIu32 " (%s)", dev->tag,
            dev->backend->deferred ? "cuda" : "host");
@@ -735,7 +870,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
       const task_ev *me = &evs[e];
       ev_open(&w, "X", me->slot + 1, me->t0);
       fprintf(f, ",\"dur\":%.3f,\"name\":", (double)(me->t1 - me->t0) / 1000.0);
-      const char *tn = trace_name(dev, r);
+      const char *tn = trace_name(dev, tr, hi);
       jstr(f, tn, strlen(tn));
       fprintf(f, ",\"cat\":\"%s\"",
               r->sub == CMD_LAUNCH                              ? "launch"

@@ -75,6 +75,7 @@ typedef struct weft_backend_launch {
   const void *scalars;          /* the scalar block, or NULL */
   size_t scalar_bytes;
   uint32_t shared_bytes; /* dynamic shared memory per block (weft_launch_ex; 0 otherwise) */
+  const char *label;     /* the launch's label (weft_launch_ex), or NULL: NVTX ranges */
 } weft_backend_launch;
 
 /* One copy between the caller's memory and a buffer. |state| is a word the
@@ -181,6 +182,15 @@ typedef struct weft_backend_vtable {
                          void **out_graph);
   uint32_t (*graph_launches)(const void *graph); /* the launches one replay runs */
   void (*graph_free)(weft_backend_base *b, void *graph);
+
+  /* ---- the trace's device time (the scheduler thread; may be NULL) ---- */
+  /* Tracing starts (|on|) or stops: while on, the launches enqueued from
+   * now on are timed on the device; stopping drops what was not asked for. */
+  void (*trace_timing)(weft_backend_base *b, bool on);
+  /* The device time of the launch at position |seq| of |s|, retiring (its
+   * work completed): false when it was not timed. Forgets it and every
+   * older one. */
+  bool (*device_ms)(weft_backend_base *b, weft_stream *s, uint64_t seq, double *ms);
 } weft_backend_vtable;
 
 /* Every backend embeds this first. */

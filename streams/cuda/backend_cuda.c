@@ -11,10 +11,18 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "streams/backend.h"
 #include "streams/cuda/lane.h"
 #include "streams/cuda/storage_cuda.h"
+
+/* NVTX3 is header-only: its first call looks for a tool's injection library
+ * (NVTX_INJECTION64_PATH, set by Nsight Systems) and is a no-op without one.
+ * Built in when CMake found the header (WEFT_HAVE_NVTX). */
+#if WEFT_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
 
 #define MAX_MODULES     1024u
 #define MAX_PARAMS      64u
@@ -51,6 +59,10 @@ typedef struct cuda_backend {
   /* Pinned blocks for copies, by class; a free block's first bytes link it. */
   void *staging[STAGING_CLASSES];
   uint64_t pinned; /* bytes of staging allocated (pooled or in use) */
+  /* A launch's enqueue is observed: bracketed by an NVTX range (WEFT_NVTX,
+   * at open, in a build with NVTX), timed on the device (while tracing:
+   * trace_timing, on the scheduler thread, which also enqueues). */
+  bool nvtx, timing;
 } cuda_backend;
 
 static cuda_backend *cuda_of(weft_backend_base *b) {
@@ -377,10 +389,38 @@ static weft_status launch_on(const weft_backend_launch *l, weft_cuda_stream *cs)
   return weft_cuda_launch(cs, k->fn, grid, block, l->shared_bytes, args);
 }
 
+/* A launch with an NVTX range named by its label or kernel, and timing
+ * events around it when tracing. */
+static __attribute__((noinline)) weft_status launch_observed(cuda_backend *g, weft_stream *on,
+                                                             const weft_backend_launch *l) {
+#if WEFT_HAVE_NVTX
+  if (g->nvtx) nvtxRangePushA(l->label ? l->label : l->kernel->name);
+#endif
+  bool timed = g->timing && weft_lane_time_start(on);
+  weft_status st = launch_on(l, weft_lane_cuda_stream(on));
+  if (timed) weft_lane_time_end(on);
+#if WEFT_HAVE_NVTX
+  if (g->nvtx) nvtxRangePop();
+#endif
+  return st;
+}
+
 static weft_status cuda_launch(weft_backend_base *b, weft_stream *on,
                                const weft_backend_launch *l) {
-  (void)b;
+  cuda_backend *g = cuda_of(b);
+  if (__builtin_expect(g->nvtx | g->timing, 0)) return launch_observed(g, on, l);
   return launch_on(l, weft_lane_cuda_stream(on));
+}
+
+static void cuda_trace_timing(weft_backend_base *b, bool on) {
+  cuda_backend *g = cuda_of(b);
+  g->timing = on;
+  if (!on) weft_lanes_timing_drop(g->lanes);
+}
+
+static bool cuda_device_ms(weft_backend_base *b, weft_stream *s, uint64_t seq, double *ms) {
+  (void)b;
+  return weft_lane_device_ms(s, seq, ms);
 }
 
 /* The staging class of a copy of |len| bytes (STAGING_CLASSES: too large). */
@@ -586,6 +626,8 @@ static const weft_backend_vtable cuda_vtable = {
     .capture = cuda_capture,
     .graph_launches = cuda_graph_launches,
     .graph_free = cuda_graph_free,
+    .trace_timing = cuda_trace_timing,
+    .device_ms = cuda_device_ms,
 };
 
 weft_status weft_backend_cuda_open(const weft_backend_config *cfg, weft_backend_base **out) {
@@ -598,6 +640,9 @@ weft_status weft_backend_cuda_open(const weft_backend_config *cfg, weft_backend_
   g->alloc = cfg->alloc;
   g->sink = cfg->sink;
   g->tag = cfg->tag;
+#if WEFT_HAVE_NVTX
+  g->nvtx = weft_config_nvtx();
+#endif
   pthread_mutex_init(&g->lock, NULL);
   weft_status st = weft_lanes_open(cfg->alloc, o->ordinal, cfg->progress, &g->lanes);
   uint64_t total = 0;

@@ -21,6 +21,16 @@ typedef struct lane_event {
   weft_cuda_event *ev;
 } lane_event;
 
+/* Launches timed and not yet retired per lane (the trace's device time);
+ * past that, launches go untimed until retirement frees pairs. */
+#define LANE_TIMED 256u
+
+/* A timed launch: timing events recorded around its enqueue. */
+typedef struct lane_timing {
+  uint64_t seq;
+  CUevent start, end;
+} lane_timing;
+
 typedef struct lane {
   weft_stream s; /* first: a weft_stream * is a lane * */
   weft_lanes *b;
@@ -30,6 +40,13 @@ typedef struct lane {
   uint64_t evented;  /* the position of the newest event recorded */
   lane_event ring[LANE_RING];
   uint32_t rhead, rn; /* the oldest entry, and how many */
+  uint64_t running;   /* the position of the task lane_submit runs */
+  /* LANE_TIMED pairs of timing events, made by the first timed launch (NULL
+   * before, or when they could not be made); |thead|, |tn|: the oldest
+   * pair in use and how many. */
+  lane_timing *timed;
+  uint32_t thead, tn;
+  bool timing_failed; /* the events could not be made: the lane is not timed */
 } lane;
 
 struct weft_lanes {
@@ -110,8 +127,19 @@ weft_status weft_lanes_open(const weft_allocator *alloc, int ordinal, weft_signa
   return NULL;
 }
 
+static void timing_free(lane *l) {
+  if (!l->timed) return;
+  for (uint32_t i = 0; i < LANE_TIMED; i++) {
+    l->b->d->cuEventDestroy(l->timed[i].start);
+    l->b->d->cuEventDestroy(l->timed[i].end);
+  }
+  weft__free(l->b->alloc, l->timed, sizeof(lane_timing) * LANE_TIMED, 16);
+  l->timed = NULL;
+}
+
 static void lane_destroy(lane *l) {
   weft_lanes *b = l->b;
+  timing_free(l);
   for (uint32_t i = 0; i < l->rn; i++)
     weft_cuda_event_release(l->ring[(l->rhead + i) % LANE_RING].ev);
   b->stats.events_created += weft_cuda_stream_events_created(l->cs);
@@ -280,6 +308,7 @@ static void lane_submit(weft_stream *s, weft_task *first, weft_task *last) {
     nx = t == last ? NULL : weft_task_next(t);
     for (uint32_t i = 0; i < t->nwaits && !dead; i++)
       lane_wait(l, (lane *)t->waits[i].stream, t->waits[i].seq);
+    l->running = t->seq;
     t->run(t, s); /* enqueues the task's work on l->cs (or records why not) */
   }
   l->enqueued = last->seq;
@@ -374,4 +403,69 @@ weft_status weft_lanes_stream_create(weft_lanes *b, uint32_t slot, weft_stream *
   b->lanes[b->nlanes++] = l;
   *out = &l->s;
   return NULL;
+}
+
+/* ---- the trace's device time --------------------------------------------------------------- */
+
+/* The lane's timing pairs, made once (timing-enabled events: the pool's
+ * have timing disabled). */
+static bool timing_make(lane *l) {
+  if (l->timed) return true;
+  if (l->timing_failed || !l->b->d->cuEventElapsedTime) return false;
+  const weft_cuda_driver *d = l->b->d;
+  lane_timing *t = weft__calloc(l->b->alloc, sizeof(*t) * LANE_TIMED, 16);
+  uint32_t made = 0;
+  for (; t && made < LANE_TIMED; made++) {
+    if (d->cuEventCreate(&t[made].start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) break;
+    if (d->cuEventCreate(&t[made].end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+      d->cuEventDestroy(t[made].start);
+      break;
+    }
+  }
+  if (!t || made < LANE_TIMED) { /* untimed from now on: the trace shows no device time */
+    for (uint32_t i = 0; t && i < made; i++) {
+      d->cuEventDestroy(t[i].start);
+      d->cuEventDestroy(t[i].end);
+    }
+    if (t) weft__free(l->b->alloc, t, sizeof(*t) * LANE_TIMED, 16);
+    l->timing_failed = true;
+    return false;
+  }
+  l->timed = t;
+  return true;
+}
+
+bool weft_lane_time_start(weft_stream *s) {
+  lane *l = (lane *)s;
+  if (l->tn == LANE_TIMED || !timing_make(l)) return false;
+  lane_timing *t = &l->timed[(l->thead + l->tn) % LANE_TIMED];
+  return l->b->d->cuEventRecord(t->start, weft_cuda_stream_handle(l->cs)) == CUDA_SUCCESS;
+}
+
+void weft_lane_time_end(weft_stream *s) {
+  lane *l = (lane *)s;
+  lane_timing *t = &l->timed[(l->thead + l->tn) % LANE_TIMED];
+  if (l->b->d->cuEventRecord(t->end, weft_cuda_stream_handle(l->cs)) != CUDA_SUCCESS) return;
+  t->seq = l->running;
+  l->tn++;
+}
+
+bool weft_lane_device_ms(weft_stream *s, uint64_t seq, double *ms) {
+  lane *l = (lane *)s;
+  while (l->tn && l->timed[l->thead].seq < seq) { /* not asked for: not traced, or skipped */
+    l->thead = (l->thead + 1) % LANE_TIMED;
+    l->tn--;
+  }
+  if (!l->tn || l->timed[l->thead].seq != seq) return false;
+  lane_timing *t = &l->timed[l->thead];
+  l->thead = (l->thead + 1) % LANE_TIMED;
+  l->tn--;
+  float f = 0;
+  if (l->b->d->cuEventElapsedTime(&f, t->start, t->end) != CUDA_SUCCESS) return false;
+  *ms = f;
+  return true;
+}
+
+void weft_lanes_timing_drop(weft_lanes *b) {
+  for (uint32_t i = 0; i < b->nlanes; i++) b->lanes[i]->tn = 0;
 }

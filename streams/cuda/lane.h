@@ -82,4 +82,16 @@ bool weft_lanes_poll(weft_lanes *b);
  * handed (nothing will complete it any more). */
 void weft_lanes_force_complete(weft_lanes *b);
 
+/* The trace's device time (the owner's thread). Around a launch's enqueue:
+ * time_start records a timing event before it (false: the launch is not
+ * timed: LANE_TIMED launches wait for retirement, or the driver has no
+ * timing events), time_end one after it, for the position lane_submit is
+ * running. At retirement, device_ms answers the time between the two on
+ * the device (false: not timed) and forgets it and every older pair;
+ * timing_drop forgets them all (tracing stopped). */
+bool weft_lane_time_start(weft_stream *s);
+void weft_lane_time_end(weft_stream *s);
+bool weft_lane_device_ms(weft_stream *s, uint64_t seq, double *ms);
+void weft_lanes_timing_drop(weft_lanes *b);
+
 #endif

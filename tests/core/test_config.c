@@ -20,10 +20,10 @@
 #include "core/hunt.h"
 
 static const char *const variables[] = {
-    "WEFT_LOG",          "WEFT_STRICT_WAKEUPS", "WEFT_SCHEDULER",  "WEFT_CUDA_DRIVER",
-    "WEFT_FAILPOINTS",   "WEFT_CHAOS",          "WEFT_DELAY_SITE", "WEFT_DELAY_US",
-    "WEFT_DELAY_P",      "WEFT_PARK_MS",        "WEFT_HUNT_DROP",  "WEFT_HUNT_VERBOSE",
-    "WEFT_HOST_THREADS",
+    "WEFT_LOG",          "WEFT_STRICT_WAKEUPS", "WEFT_NVTX",    "WEFT_SCHEDULER",
+    "WEFT_CUDA_DRIVER",  "WEFT_FAILPOINTS",     "WEFT_CHAOS",   "WEFT_DELAY_SITE",
+    "WEFT_DELAY_US",     "WEFT_DELAY_P",        "WEFT_PARK_MS", "WEFT_HUNT_DROP",
+    "WEFT_HUNT_VERBOSE", "WEFT_HOST_THREADS",
 };
 
 static void clean(void) {
@@ -80,6 +80,7 @@ TestSuite(config, .init = clean);
 Test(config, unset_variables_give_the_defaults) {
   cr_assert_eq(weft_config_log_level(NULL), WEFT_CONFIG_LOG_UNSET);
   cr_assert_not(weft_config_strict_wakeups());
+  cr_assert_not(weft_config_nvtx());
   cr_assert_eq(scheduler_ok(), WEFT_SCHEDULER_THREAD);
   cr_assert_null(weft_config_cuda_driver());
   cr_assert_null(weft_config_failpoints());
@@ -98,7 +99,9 @@ Test(config, a_flag_is_on_for_any_value_but_empty_or_zero) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     set("WEFT_STRICT_WAKEUPS", cases[i].value);
     set("WEFT_HUNT_VERBOSE", cases[i].value);
+    set("WEFT_NVTX", cases[i].value);
     cr_assert_eq(weft_config_strict_wakeups(), cases[i].on, "'%s'", cases[i].value);
+    cr_assert_eq(weft_config_nvtx(), cases[i].on, "WEFT_NVTX='%s'", cases[i].value);
     cr_assert_eq(weft_config_hunting()->verbose, cases[i].on, "'%s'", cases[i].value);
   }
 }

@@ -36,6 +36,8 @@ Test(cuda_device, skipped_no_cuda) {
 #include "fake_cuda_control.h"
 #include "support/asan_criterion.h"
 #include "support/fake_cuda_fixture.h"
+#include "support/trace_json.h"
+#include "core/config.h"
 #include "weft_test_kernels_ptx.h"
 
 /* ---- fixture ------------------------------------------------------------------------------ */
@@ -1791,6 +1793,110 @@ Test(import, a_wrapped_device_pointer_is_used_in_place_and_released_once, .timeo
   cr_assert_eq(atomic_load(&released), 1);
   cenv_close(&e);
   cr_assert_eq(atomic_load(&released), 1);
+}
+
+/* ---- the trace: device time and NVTX ranges ------------------------------------------------ */
+
+/* |e|'s trace of: 3 launches (fill, vec_add, axpy) on stream 0, then
+ * |more| fills on stream 1 with a sync every 100; the file at |path|. */
+static void traced_run(cenv *e, uint32_t more, const char *path) {
+  enum { N = 1 << 12 };
+  weft_buffer x = make_buffer(e->dev, 0, N * 4), y = make_buffer(e->dev, 0, N * 4),
+              z = make_buffer(e->dev, 0, N * 4), w = make_buffer(e->dev, 1, N * 4);
+  float *host = malloc(N * 4), *want = malloc(N * 4);
+  cr_assert(host && want);
+  for (uint32_t i = 0; i < N; i++) host[i] = (float)(i % 100);
+  OK(weft_buffer_write(e->dev, 0, x, 0, host, N * 4));
+  OK(weft_trace_begin(e->dev, 0));
+  fill(e, 0, y, N, 0.5f);
+  vec_add(e, 0, x, y, z, N); /* z = x + 0.5 */
+  axpy(e, 0, 2.0f, x, z, N); /* z = 3x + 0.5 */
+  for (uint32_t i = 0; i < more; i++) {
+    fill(e, 1, w, N, (float)i);
+    if (i % 100 == 99) OK(weft_sync(e->dev, 1));
+  }
+  sync_all(e);
+  OK(weft_trace_end(e->dev, path));
+  for (uint32_t i = 0; i < N; i++) want[i] = 3.0f * host[i] + 0.5f;
+  expect_floats(e, 2, z, want, N, "z = 3x + 0.5");
+  if (more) expect_all(e, 1, w, 0, N, (float)(more - 1), "w = the last fill");
+  free(host);
+  free(want);
+}
+
+/* The launch events of the trace at |path|: how many, and how many carry a
+ * device time (each checked: a number of milliseconds, not negative). */
+static void launch_times(const char *path, size_t *launches, size_t *timed) {
+  const char *err = NULL;
+  jv *root = jv_parse_file(path, &err);
+  cr_assert_not_null(root, "%s: %s", path, err ? err : "?");
+  char why[256];
+  const char *bad = trace_check(root, why, sizeof(why));
+  cr_assert_null(bad, "%s breaks the trace-event format: %s", path, bad);
+  const jv *evs = trace_events(root);
+  *launches = *timed = 0;
+  for (size_t i = 0; i < evs->n; i++) {
+    const char *c = jv_str(evs->kids[i], "cat");
+    if (!c || strcmp(c, "launch")) continue;
+    (*launches)++;
+    double ms = -1;
+    if (!jv_num(jv_get(evs->kids[i], "args"), "device_ms", &ms)) continue;
+    cr_assert_geq(ms, 0, "device time %f ms", ms);
+    cr_assert_lt(ms, 60000, "device time %f ms", ms);
+    (*timed)++;
+  }
+  jv_free(root);
+}
+
+static void trace_file(char *out, size_t cap, const char *what) {
+  snprintf(out, cap, "%s/weft-cuda-trace-%d-%s.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+           (int)getpid(), what);
+}
+
+Test(trace, every_traced_launch_carries_its_device_time_from_timing_events, .timeout = 60) {
+  cenv e = cenv_new();
+  char path[256];
+  trace_file(path, sizeof(path), "time");
+  /* 303 launches, past the 256 pairs a lane keeps: retirement frees them. */
+  traced_run(&e, 300, path);
+  size_t launches, timed;
+  launch_times(path, &launches, &timed);
+  cr_assert_eq(launches, 303);
+  cr_assert_eq(timed, 303, "%zu of %zu launches have a device time", timed, launches);
+  remove(path);
+  /* A second recording reuses the pairs; between recordings, nothing is timed. */
+  fill(&e, 0, make_buffer(e.dev, 0, 64), 16, 1.0f);
+  traced_run(&e, 0, path);
+  launch_times(path, &launches, &timed);
+  cr_assert_eq(launches, 3);
+  cr_assert_eq(timed, 3);
+  remove(path);
+  cenv_close(&e);
+}
+
+/* WEFT_NVTX=1: each launch's enqueue is an NVTX range. Without a tool's
+ * injection library (here: a path that does not exist) NVTX does nothing,
+ * and the device behaves as without it, traced or not. */
+Test(trace, nvtx_ranges_on_change_nothing_the_device_does, .timeout = 60) {
+  cr_assert_eq(setenv("WEFT_NVTX", "1", 1), 0);
+  cr_assert_eq(setenv("NVTX_INJECTION64_PATH", "/nonexistent/libnvtx-tool.so", 1), 0);
+  weft__config_reload();
+  cr_assert(weft_config_nvtx());
+  cenv e = cenv_new();
+  char path[256];
+  trace_file(path, sizeof(path), "nvtx");
+  traced_run(&e, 50, path);
+  size_t launches, timed;
+  launch_times(path, &launches, &timed);
+  cr_assert_eq(launches, 53);
+  cr_assert_eq(timed, 53);
+  weft_device_stats s = stats_of(e.dev);
+  cr_assert_eq(s.launches_failed + s.launches_skipped, 0);
+  remove(path);
+  cenv_close(&e);
+  unsetenv("WEFT_NVTX");
+  unsetenv("NVTX_INJECTION64_PATH");
+  weft__config_reload();
 }
 
 #endif

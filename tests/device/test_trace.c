@@ -235,6 +235,100 @@ Test(trace, a_failure_and_its_skipped_dependents_share_an_id_joined_by_flows, .t
   env_close(&e);
 }
 
+/* A launch_ex with |label| from |in| into |out| on stream 0. */
+static void launch_labelled(weft_device *dev, weft_kernel k, weft_buffer in, weft_buffer out,
+                            const char *label) {
+  weft_binding bd[2] = {{in, 0, WEFT_WHOLE, WEFT_READ}, {out, 0, WEFT_WHOLE, WEFT_WRITE}};
+  weft_launch_desc d = {.struct_size = sizeof(d),
+                        .stream = 0,
+                        .kernel = k,
+                        .grid = {1, 1, 1},
+                        .block = {1, 1, 1},
+                        .bindings = bd,
+                        .num_bindings = 2,
+                        .label = label};
+  EXPECT_OK(weft_launch_ex(dev, &d));
+}
+
+Test(trace, a_labelled_launch_is_named_by_its_label_and_its_kernel_is_an_argument, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64), c = buffer(e.dev, 0, 64);
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  uint64_t first = stats(e.dev).launches + 1;
+  char spec[64];
+  snprintf(spec, sizeof(spec), "launch#%" PRIu64 "=Validation", first + 2);
+  EXPECT_OK(weft_device_set_failpoints(e.dev, spec));
+  launch_labelled(e.dev, k, a, b, "attn.qk"); /* ran: the straight-line record */
+  launch(e.dev, 0, k, b, c);                  /* no label */
+  launch_labelled(e.dev, k, a, c, "attn.v");  /* failed: the general record */
+  EXPECT_OK(weft_sync(e.dev, 0));
+  char path[256];
+  trace_path(path, sizeof(path), "label");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  const char *names[3] = {"attn.qk", "inc", "attn.v"}, *outcomes[3] = {"ran", "ran", "failed"};
+  for (int i = 0; i < 3; i++) {
+    const jv *ev = launch_event(root, (double)(first + (uint64_t)i));
+    cr_assert_not_null(ev, "launch %d", i);
+    cr_assert_str_eq(jv_str(ev, "name"), names[i]);
+    cr_assert_str_eq(outcome_of(ev), outcomes[i]);
+    const char *kn = jv_str(jv_get(ev, "args"), "kernel");
+    if (i == 1)
+      cr_assert_null(kn, "an unlabelled launch is named by its kernel already");
+    else
+      cr_assert(kn && !strcmp(kn, "inc"), "the kernel of '%s' is an argument", names[i]);
+  }
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+/* A chain's launches are stamped once each where they run back to back:
+ * on their stream's track they follow one another, never overlapping, and
+ * each lasts at least as long as zero. */
+Test(trace, a_chains_launches_follow_one_another_on_their_track, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 1, 64), b = buffer(e.dev, 1, 64);
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 1, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  enum { N = 3000 };
+  for (int i = 0; i < N; i++) launch(e.dev, 1, k, i % 2 ? b : a, i % 2 ? a : b);
+  EXPECT_OK(weft_sync(e.dev, 1));
+  char path[256];
+  trace_path(path, sizeof(path), "chain");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  const jv *evs = trace_events(root);
+  double end = -1, seq = 0;
+  size_t seen = 0;
+  for (size_t i = 0; i < evs->n; i++) { /* in retirement order: stream order on one track */
+    const jv *ev = evs->kids[i];
+    const char *c = jv_str(ev, "cat");
+    if (!c || strcmp(c, "launch")) continue;
+    double ts = -1, dur = -1, s = 0;
+    jv_num(ev, "ts", &ts);
+    jv_num(ev, "dur", &dur);
+    jv_num(jv_get(ev, "args"), "seq", &s);
+    cr_assert_gt(s, seq, "stream order");
+    cr_assert_geq(dur, 0);
+    /* Microseconds with 3 decimals: allow the rounding of both numbers. */
+    cr_assert_geq(ts + 0.002, end, "launch at seq %.0f starts at %.3f before the last ended (%.3f)",
+                  s, ts, end);
+    end = ts + dur;
+    seq = s;
+    seen++;
+  }
+  cr_assert_eq(seen, N);
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
 Test(trace, a_cross_stream_wait_is_a_flow_from_the_producer, .timeout = 60) {
   env e;
   env_options(&e);
