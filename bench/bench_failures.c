@@ -124,7 +124,7 @@ typedef struct lb_state {
   weft_buffer in[2], out[2];
   weft_binding b[4];
   size_t nb;
-  weft_device_stats base = {0}; /* after setup's launches */
+  weft_device_stats base; /* after setup's launches */
   uint64_t launched;      /* launches since base */
   uint64_t live_min, live_max;
 } lb_state;
@@ -356,7 +356,7 @@ typedef struct storm_state {
   weft_device *dev;
   weft_kernel noop, fail;
   storm_thread t[NSTREAMS];
-  weft_device_stats base = {0};
+  weft_device_stats base;
   /* failures_live samples of the current run (thread 0 takes them) */
   uint64_t ncur, cur_min, cur_max;
 } storm_state;
