@@ -351,7 +351,7 @@ Test(sizes, copies_and_fills_at_the_edges_of_their_buffers, .timeout = 60) {
   EXPECT_OK(weft_buffer_read_async(e.dev, 0, a, 1, NULL, 0, &ev));
   EXPECT_OK(weft_event_wait(e.dev, ev, UINT64_MAX));
   EXPECT_OK(weft_event_release(e.dev, ev));
-  weft_device_stats st;
+  weft_device_stats st = {0};
   EXPECT_OK(weft_device_stats_get(e.dev, &st));
   cr_assert_eq(st.launches, 2, "only the 1-byte fill and copy are launches (%" PRIu64 ")",
                st.launches);

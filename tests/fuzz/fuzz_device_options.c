@@ -23,6 +23,7 @@
 #include "fuzz/fuzz_support.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #define MAX_BUFS 4
 
@@ -152,8 +153,10 @@ static void workload(weft_device *dev, const weft_device_options *o, const spec_
       bool ok = lax ? fz_reservation_failure(st) : false;
       if (failed[i] && weft_error_kind_of(st) == WEFT_ERR_SEVERAL && weft_error_count(st) == 1) {
         weft_status root = weft_error_root(weft_error_at(st, 0));
-        ok = ok || weft_error_kind_of(root) ==
-                       (sc->spec[0] == 'l' ? WEFT_ERR_VALIDATION : WEFT_ERR_GENERIC);
+        weft_error_kind want = sc->spec[0] == 'l'             ? WEFT_ERR_VALIDATION
+                               : strstr(sc->spec, "=Timeout") ? WEFT_ERR_TIMEOUT
+                                                              : WEFT_ERR_GENERIC;
+        ok = ok || weft_error_kind_of(root) == want;
       }
       FZ_CHECK(ok, "read of buffer %zu (%llu bytes): %s", i, (unsigned long long)sizes[i],
                fz_text(st));
