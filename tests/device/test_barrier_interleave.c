@@ -110,7 +110,7 @@ typedef struct rig {
 } rig;
 
 static uint64_t interleaved_now(weft_device *dev) {
-  weft_device_stats s;
+  weft_device_stats s = {0};
   EXPECT_OK(weft_device_stats_get(dev, &s));
   return s.tasks_interleaved;
 }
@@ -150,7 +150,7 @@ static void add_node(weft_taskgraph *g, weft_kernel k, const weft_binding *b, si
                      uint32_t want_lane) {
   uint32_t node;
   EXPECT_OK(weft_taskgraph_add_launch(g, k, one, one, b, n, NULL, 0, &node));
-  weft_taskgraph_node_info info;
+  weft_taskgraph_node_info info = {0};
   EXPECT_OK(weft_taskgraph_node(g, node, &info));
   cr_assert_eq(info.lane, want_lane, "graph node %u: lane %u, the scenario needs %u", node,
                info.lane, want_lane);
