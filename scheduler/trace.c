@@ -276,7 +276,12 @@ static void trace_run(weft_task *t, weft_stream *on) {
   t->run = run;
   trace_lane *l = &last_run;
   uint64_t seq = t->seq;
-  uint64_t t0 = c->tr_t0 == TRACE_CHAINED && l->on == on && l->seq + 1 == seq ? l->t1 : now_ns();
+  /* nwaits is read here, not at wrap: the flush wraps a batch before it is
+   * placed, and a task that waited ran after its producer, not at the end of
+   * the task before it (a wait's flow must not finish before it starts). */
+  uint64_t t0 = c->tr_t0 == TRACE_CHAINED && !t->nwaits && l->on == on && l->seq + 1 == seq
+                    ? l->t1
+                    : now_ns();
   run(t, on);
   uint64_t t1 = now_ns();
   c->tr_t0 = t0;
@@ -287,7 +292,7 @@ static void trace_run(weft_task *t, weft_stream *on) {
 static inline void wrap(weft_task *t, bool chained) {
   cmd *c = (cmd *)t;
   c->tr_run = t->run;
-  c->tr_t0 = chained && !t->nwaits ? TRACE_CHAINED : 0;
+  c->tr_t0 = chained ? TRACE_CHAINED : 0;
   t->run = trace_run;
 }
 
