@@ -369,6 +369,54 @@ Test(trace, a_cross_stream_wait_is_a_flow_from_the_producer, .timeout = 60) {
   env_close(&e);
 }
 
+static weft_status slow_inc(const weft_kernel_ctx *ctx, void *user) {
+  usleep(20000);
+  return inc(ctx, user);
+}
+
+/* A launch chained behind its stream's previous one may take that one's end
+ * as its start, but not when it waits for another stream: it starts after
+ * its producer ended (the flush wraps a batch before placement gives the
+ * launch its waits; a stale test drew the wait's arrow backwards). */
+Test(trace, a_launch_that_waits_behind_a_chain_starts_after_its_producer, .timeout = 60) {
+  env e;
+  env_options(&e);
+  e.opts.strategy = WEFT_STRATEGY_SEQUENTIAL; /* each batch on its own stream: a real wait */
+  env_open(&e);
+  weft_kernel k = kernel(e.dev, "inc"), ks;
+  EXPECT_OK(weft_kernel_host(e.dev, "slow_inc", slow_inc, NULL, &ks));
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64), c = buffer(e.dev, 1, 64),
+              d = buffer(e.dev, 1, 64), x = buffer(e.dev, 1, 64);
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_buffer_write(e.dev, 1, c, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(weft_sync(e.dev, 1));
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  launch(e.dev, 0, ks, a, a); /* 20 ms */
+  launch(e.dev, 0, k, a, b);  /* the producer: starts after it */
+  enum { CHAIN = 200 };       /* a chain on stream 1 that ends long before */
+  for (int i = 0; i < CHAIN; i++) launch(e.dev, 1, k, i % 2 ? d : c, i % 2 ? c : d);
+  launch(e.dev, 1, k, b, x); /* waits for the producer, behind the chain */
+  EXPECT_OK(weft_sync(e.dev, 1));
+  char path[256];
+  trace_path(path, sizeof(path), "wait-chain");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path); /* the schema check: no flow finishes before it starts */
+  const jv *prod = launch_event(root, 2), *cons = launch_event(root, 2 + CHAIN + 1);
+  cr_assert(prod && cons);
+  double tp = 0, dp = 0, tc = 0;
+  jv_num(prod, "ts", &tp);
+  jv_num(prod, "dur", &dp);
+  jv_num(cons, "ts", &tc);
+  cr_assert_geq(tc + 0.002, tp + dp,
+                "the waiting launch starts at %.3f, before its producer ended (%.3f)", tc, tp + dp);
+  cr_assert(flow_between(root, "wait", prod, cons));
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
 /* ---- the ring ---------------------------------------------------------------------------- */
 
 Test(trace, a_ring_that_wraps_keeps_the_newest_events_and_counts_the_dropped, .timeout = 60) {
