@@ -218,6 +218,11 @@ const char *weft_config_trace(void) {
   return p && *p ? p : NULL;
 }
 
+bool weft_config_trace_monotonic(void) {
+  const char *v = getenv("WEFT_TRACE_CLOCK");
+  return v && !strcmp(v, "monotonic");
+}
+
 const weft_config_hunt *weft_config_hunting(void) {
   return &get()->hunt;
 }

@@ -81,6 +81,9 @@ const char *weft_config_failpoints(void);
  * (written at close; scheduler/trace.c), or NULL when unset or empty. Read
  * at each open. */
 const char *weft_config_trace(void);
+/* WEFT_TRACE_CLOCK=monotonic: traces stamp with clock_gettime, never the
+ * time-stamp counter (read at a process's first recording). */
+bool weft_config_trace_monotonic(void);
 
 /* The hunting settings (never NULL). */
 const weft_config_hunt *weft_config_hunting(void);

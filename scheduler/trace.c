@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,7 @@ struct weft_trace {
   uint64_t wraps;             /* times |at| went round: with a wrap, every record holds something */
   uint64_t heads;             /* heads written: those no longer in the ring were dropped */
   uint64_t begin_ns, placed0; /* tasks placed after placed0 were wrapped */
+  uint64_t begin_tick;        /* trace_clock() at begin_ns: stamps are ticks from here */
   uint64_t bp_last;           /* back-pressure waits at the last flush */
   bool poison_seen;
   bool timed; /* the backend times launches on the device (device_ms) */
@@ -78,6 +80,43 @@ static inline uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* The recording's clock: the time-stamp counter where the kernel itself
+ * keeps CLOCK_MONOTONIC on it (x86-64, clocksource "tsc": invariant and
+ * synchronised across cores, or Linux would not use it), else
+ * CLOCK_MONOTONIC in ns. rdtsc costs about 11 ns of CPU on this VM against
+ * 26 for clock_gettime, on a task that runs in about 150: stamps are ticks,
+ * turned into ns when the file is written (tick_scale). Chosen once per
+ * process, before the first recording is installed. */
+static _Atomic int clock_tsc = -1; /* -1: not chosen yet */
+
+static bool kernel_clock_is_tsc(void) {
+#if defined(__x86_64__)
+  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (!f) return false;
+  char name[32] = "";
+  bool tsc = fgets(name, sizeof(name), f) && !strcmp(name, "tsc\n");
+  fclose(f);
+  return tsc;
+#else
+  return false;
+#endif
+}
+
+static void clock_choose(void) {
+  if (atomic_load_explicit(&clock_tsc, memory_order_relaxed) < 0) {
+    int tsc = !weft_config_trace_monotonic() && kernel_clock_is_tsc();
+    atomic_store_explicit(&clock_tsc, tsc, memory_order_relaxed);
+  }
+}
+
+static inline uint64_t trace_clock(void) {
+#if defined(__x86_64__)
+  if (__builtin_expect(atomic_load_explicit(&clock_tsc, memory_order_relaxed) > 0, 1))
+    return __builtin_ia32_rdtsc();
+#endif
+  return now_ns();
 }
 
 /* ---- recording (scheduler role only) ----------------------------------------------------- */
@@ -129,7 +168,7 @@ static void rec_poison(weft_device *dev, weft_trace *tr) {
   char msg[TRACE_MSG_MAX];
   size_t len = format_error(dev->live.poison_error, msg);
   trace_rec *r = rec_head(tr, R_POISON, 0, 0, msg_records(len));
-  r->w[0] = now_ns();
+  r->w[0] = trace_clock();
   rec_msg(tr, msg, len);
 }
 
@@ -144,8 +183,9 @@ static __attribute__((noinline)) void trace_task_any(weft_device *dev, weft_trac
                                                      const cmd *c) {
   check_poison(dev, tr);
   uint64_t t0 = c->tr_t0, t1 = c->tr_t1;
-  bool stamped = c->task.placed > tr->placed0 && t0 >= tr->begin_ns && t1 >= t0;
-  if (!stamped) t0 = t1 = now_ns(); /* placed before the recording began: shown as it retires */
+  bool stamped = c->task.placed > tr->placed0 && t0 >= tr->begin_tick && t1 >= t0;
+  if (!stamped)
+    t0 = t1 = trace_clock(); /* placed before the recording began: shown as it retires */
   uint32_t nb = c->kind == CMD_LAUNCH ? c->nb : (c->kind == CMD_WRITE || c->kind == CMD_READ);
   char msg[TRACE_MSG_MAX];
   size_t len = 0;
@@ -215,7 +255,7 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
   weft_trace *tr = dev->trace;
   uint32_t nb = c->nb;
   if (__builtin_expect(c->kind != CMD_LAUNCH || c->result != OUT_RUN || nb > 2 || c->task.nwaits ||
-                           c->task.placed <= tr->placed0 || c->tr_t0 < tr->begin_ns || tr->timed,
+                           c->task.placed <= tr->placed0 || c->tr_t0 < tr->begin_tick || tr->timed,
                        0)) {
     trace_task_any(dev, tr, c);
     return;
@@ -281,9 +321,9 @@ static void trace_run(weft_task *t, weft_stream *on) {
    * the task before it (a wait's flow must not finish before it starts). */
   uint64_t t0 = c->tr_t0 == TRACE_CHAINED && !t->nwaits && l->on == on && l->seq + 1 == seq
                     ? l->t1
-                    : now_ns();
+                    : trace_clock();
   run(t, on);
-  uint64_t t1 = now_ns();
+  uint64_t t1 = trace_clock();
   c->tr_t0 = t0;
   c->tr_t1 = t1;
   *l = (trace_lane){on, seq, t1};
@@ -316,7 +356,7 @@ void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool
     wrap_chain(b->head);
   }
   trace_rec *r = rec_head(tr, R_FLUSH, interleave, (uint16_t)slots[0], (uint16_t)n);
-  r->w[0] = now_ns();
+  r->w[0] = trace_clock();
   r->w[1] = tasks;
   r->w[2] = mask;
   r->w[3] = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
@@ -325,14 +365,14 @@ void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool
 void weft__trace_mark(weft_device *dev, weft_trace_mark_kind what, uint32_t slot, uint64_t a,
                       uint64_t b) {
   trace_rec *r = rec_head(dev->trace, R_MARK, (uint8_t)what, (uint16_t)slot, 0);
-  r->w[0] = now_ns();
+  r->w[0] = trace_clock();
   r->w[1] = a;
   r->w[2] = b;
 }
 
 void weft__trace_buffer(weft_device *dev, weft_trace_buf_kind what, const weft_buf *b) {
   weft_trace *tr = dev->trace;
-  uint64_t t = now_ns();
+  uint64_t t = trace_clock();
   uint32_t slot = b->mm ? b->slot : 0;
   trace_rec *r = rec_head(tr, R_BUF, (uint8_t)what, (uint16_t)slot, 0);
   r->outcome = b->allocated;
@@ -362,6 +402,7 @@ static weft_status trace_make(weft_device *dev, uint64_t max_events, weft_trace 
                            max_events, TRACE_MAX_RECORDS);
   uint64_t cap = max_events ? max_events : TRACE_DEFAULT_EVENTS;
   if (cap < TRACE_MIN_RECORDS) cap = TRACE_MIN_RECORDS;
+  clock_choose(); /* before the ring is installed: every stamp after is in its clock */
   weft_trace *tr = weft__calloc(&dev->alloc, sizeof(*tr), 16);
   if (!tr) return weft__oom(sizeof(*tr), "a trace");
   tr->ring = weft__alloc(&dev->alloc, sizeof(trace_rec) * cap, 64);
@@ -395,6 +436,7 @@ static void trace_install(weft_device *dev, weft_trace *tr) {
   trace_timing(dev, true);
   tr->timed = dev->backend && dev->backend->vt->trace_timing && dev->backend->vt->device_ms;
   tr->begin_ns = now_ns();
+  tr->begin_tick = trace_clock();
   tr->placed0 = dev->ms.placed;
   tr->bp_last = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
   dev->trace = tr;
@@ -602,8 +644,30 @@ typedef struct jw {
   FILE *f;
   bool first;
   uint32_t pid;
-  uint64_t base;
+  uint64_t base; /* the recording's first tick */
+  double us;     /* microseconds per tick */
 } jw;
+
+/* Microseconds per tick of the recording's clock: 1e-3 on CLOCK_MONOTONIC;
+ * on the TSC, measured against CLOCK_MONOTONIC from the recording's begin to
+ * now, at least 20 ms apart (a short recording waits for the rest) so that
+ * the pairs' read latency is a few parts per million of the span. */
+static double tick_us(const weft_trace *tr) {
+  if (atomic_load_explicit(&clock_tsc, memory_order_relaxed) <= 0) return 1e-3;
+  const uint64_t span = UINT64_C(20000000);
+  uint64_t ns = now_ns();
+  if (ns - tr->begin_ns < span) {
+    uint64_t left = span - (ns - tr->begin_ns);
+    struct timespec d = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+    while (nanosleep(&d, &d) != 0 && errno == EINTR) {
+    }
+    ns = now_ns();
+  }
+  uint64_t tick = trace_clock();
+  return tick > tr->begin_tick
+             ? (double)(ns - tr->begin_ns) / 1000.0 / (double)(tick - tr->begin_tick)
+             : 1e-3;
+}
 
 static void jstr(FILE *f, const char *s, size_t len) {
   fputc('"', f);
@@ -623,7 +687,7 @@ static void jstr(FILE *f, const char *s, size_t len) {
  * recording began; "ts" of an event before it is 0). */
 static void ev_open(jw *w, const char *ph, uint32_t tid, uint64_t t) {
   fprintf(w->f, "%s\n{\"ph\":\"%s\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"ts\":%.3f",
-          w->first ? "" : ",", ph, w->pid, tid, t > w->base ? (double)(t - w->base) / 1000.0 : 0.0);
+          w->first ? "" : ",", ph, w->pid, tid, t > w->base ? (double)(t - w->base) * w->us : 0.0);
   w->first = false;
 }
 
@@ -845,12 +909,16 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
       qsort(pos + per_slot[s], per_slot[s + 1] - per_slot[s], sizeof(*pos), pos_cmp);
   }
 
-  jw w = {f, true, dev->tag, tr->begin_ns};
+  jw w = {f, true, dev->tag, tr->begin_tick, tick_us(tr)};
   fprintf(f,
           "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"weft_version\":\"%s\","
-          "\"clock\":\"CLOCK_MONOTONIC\",\"ring_records\":%" PRIu64 ",\"records_written\":%" PRIu64
-          ",\"events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
-          weft_version(), tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept);
+          "\"clock\":\"%s\",\"ns_per_tick\":%.6f,\"ring_records\":%" PRIu64
+          ",\"records_written\":%" PRIu64 ",\"events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
+          weft_version(),
+          atomic_load_explicit(&clock_tsc, memory_order_relaxed) > 0
+              ? "tsc (calibrated against CLOCK_MONOTONIC)"
+              : "CLOCK_MONOTONIC",
+          w.us * 1000.0, tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept);
   char pname[64];
   snprintf(pname, sizeof(pname), "weft device %" PRIu32 " (%s)", dev->tag,
            dev->backend->deferred ? "cuda" : "host");
@@ -874,7 +942,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
     case R_TASK: {
       const task_ev *me = &evs[e];
       ev_open(&w, "X", me->slot + 1, me->t0);
-      fprintf(f, ",\"dur\":%.3f,\"name\":", (double)(me->t1 - me->t0) / 1000.0);
+      fprintf(f, ",\"dur\":%.3f,\"name\":", (double)(me->t1 - me->t0) * w.us);
       const char *tn = trace_name(dev, tr, hi);
       jstr(f, tn, strlen(tn));
       fprintf(f, ",\"cat\":\"%s\"",

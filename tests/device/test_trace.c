@@ -404,7 +404,12 @@ Test(trace, a_launch_that_waits_behind_a_chain_starts_after_its_producer, .timeo
   EXPECT_OK(weft_trace_end(e.dev, path));
   jv *root = load_checked(path); /* the schema check: no flow finishes before it starts */
   const jv *prod = launch_event(root, 2), *cons = launch_event(root, 2 + CHAIN + 1);
-  cr_assert(prod && cons);
+  const jv *slow = launch_event(root, 1);
+  cr_assert(prod && cons && slow);
+  /* The clock's ticks became microseconds: the 20 ms sleep lasts at least that. */
+  double ds = 0;
+  jv_num(slow, "dur", &ds);
+  cr_assert(ds >= 20000 && ds < 20e6, "a 20 ms kernel lasted %.3f us", ds);
   double tp = 0, dp = 0, tc = 0;
   jv_num(prod, "ts", &tp);
   jv_num(prod, "dur", &dp);
