@@ -15,6 +15,8 @@
  *                         2b + 1), on stream (j + 2L) mod 4, so that both of
  *                         its inputs come from other streams; submit to
  *                         completion
+ *   sched_w1_chain_traced W1 while a trace records (and _combining_traced):
+ *                         the ratio to W1 in the same run is tracing's cost
  *   sched_w4_submit_Np    time inside weft_launch alone (no completion), from
  *                         1, 2 or 4 client threads, each on its own stream with
  *                         W2's launch; a producer times chunks of W4_CHUNK calls
@@ -220,6 +222,15 @@ static void chain_setup(void **state, wb_ctx *c) {
   chain_check(s);
   s->last = stats_of(s->dev);
   *state = s;
+}
+
+/* W1 with a trace recording (weft_trace_begin's default ring, about 1M
+ * events: a run's launches wrap it, as a long recording would); the
+ * recording is dropped, unwritten, when the device closes. */
+static void chain_traced_setup(void **state, wb_ctx *c) {
+  chain_setup(state, c);
+  ws *s = *state;
+  wb_check(weft_trace_begin(s->dev, 0), "weft_trace_begin");
 }
 
 static uint64_t chain_run(void *state, uint64_t n, wb_ctx *c) {
@@ -558,6 +569,15 @@ static const wb_bench benches[] = {
      .setup = chain_setup,
      .run = chain_run,
      .teardown = ws_teardown},
+    {.name = "sched_w1_chain_traced",
+     .account = WB_ACCOUNT_WEFT,
+     .description = "W1 while a trace records (weft_trace_begin): the tracing's cost is its ratio "
+                    "to sched_w1_chain",
+     .baseline = "sched_w1_chain",
+     .iterations = ITERS_CHAIN,
+     .setup = chain_traced_setup,
+     .run = chain_run,
+     .teardown = ws_teardown},
     {.name = "baseline_w1_chain",
      .account = WB_ACCOUNT_THREADS,
      .description = "naive queue: W1's chain as tasks on one mutex+condvar queue and worker",
@@ -679,6 +699,16 @@ static const wb_bench benches[] = {
      .iterations = ITERS_CHAIN,
      .arg = COMBINING,
      .setup = chain_setup,
+     .run = chain_run,
+     .teardown = ws_teardown},
+    {.name = "sched_w1_chain_combining_traced",
+     .account = WB_ACCOUNT_WEFT,
+     .description =
+         "W1, combining scheduler, while a trace records: its ratio to sched_w1_chain_combining",
+     .baseline = "sched_w1_chain_combining",
+     .iterations = ITERS_CHAIN,
+     .arg = COMBINING,
+     .setup = chain_traced_setup,
      .run = chain_run,
      .teardown = ws_teardown},
     {.name = "sched_w2_independent_combining",
