@@ -571,6 +571,7 @@ static const wb_bench benches[] = {
      .teardown = ws_teardown},
     {.name = "sched_w1_chain_traced",
      .account = WB_ACCOUNT_WEFT,
+     .group = &waits_group,
      .description = "W1 while a trace records (weft_trace_begin): the tracing's cost is its ratio "
                     "to sched_w1_chain",
      .baseline = "sched_w1_chain",
@@ -703,6 +704,7 @@ static const wb_bench benches[] = {
      .teardown = ws_teardown},
     {.name = "sched_w1_chain_combining_traced",
      .account = WB_ACCOUNT_WEFT,
+     .group = &waits_group,
      .description =
          "W1, combining scheduler, while a trace records: its ratio to sched_w1_chain_combining",
      .baseline = "sched_w1_chain_combining",

@@ -123,6 +123,7 @@ bool weft__retire_all(weft_device *dev) {
     retire(dev, i, done, UINT64_MAX, true);
     any = true;
   }
+  if (__builtin_expect(dev->trace != NULL, 0) && any) weft__trace_fence();
   weft__export_sweep_if_dirty(dev); /* exports dropped since: their pins go */
   weft__cmd_free_flush(dev);
   return any;

@@ -13,11 +13,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "core/alloc.h"
 #include "core/config.h"
@@ -131,6 +135,44 @@ static inline trace_rec *rec_next(weft_trace *tr) {
   }
   return r;
 }
+
+/* A record's first 8 bytes (type, sub, outcome, acc, slot, n), as one word. */
+static inline uint64_t rec_hdr(unsigned type, unsigned sub, unsigned outcome, unsigned acc,
+                               unsigned slot, unsigned n) {
+  return (uint64_t)type | (uint64_t)sub << 8 | (uint64_t)outcome << 16 | (uint64_t)acc << 24 |
+         (uint64_t)slot << 32 | (uint64_t)n << 48;
+}
+
+/* Writes a whole record with non-temporal stores, straight from registers:
+ * the ring is written once and read only when the file is written, so its
+ * lines need not be read for ownership nor fill the scheduler's cache (a
+ * 64 MiB ring never fits). Streaming stores are weakly ordered:
+ * weft__trace_fence, after each retirement pass and before the ring changes
+ * hands, makes them visible. */
+static inline void rec_put(trace_rec *r, uint64_t hdr, uint64_t w0, uint64_t w1, uint64_t w2,
+                           uint64_t w3, uint64_t w4, uint64_t w5, uint64_t w6) {
+#if defined(__x86_64__)
+  long long *p = (long long *)(void *)r;
+  _mm_stream_si64(p, (long long)hdr);
+  _mm_stream_si64(p + 1, (long long)w0);
+  _mm_stream_si64(p + 2, (long long)w1);
+  _mm_stream_si64(p + 3, (long long)w2);
+  _mm_stream_si64(p + 4, (long long)w3);
+  _mm_stream_si64(p + 5, (long long)w4);
+  _mm_stream_si64(p + 6, (long long)w5);
+  _mm_stream_si64(p + 7, (long long)w6);
+#else
+  r->type = (uint8_t)hdr, r->sub = (uint8_t)(hdr >> 8), r->outcome = (uint8_t)(hdr >> 16);
+  r->acc = (uint8_t)(hdr >> 24), r->slot = (uint16_t)(hdr >> 32), r->n = (uint16_t)(hdr >> 48);
+  r->w[0] = w0, r->w[1] = w1, r->w[2] = w2, r->w[3] = w3, r->w[4] = w4, r->w[5] = w5, r->w[6] = w6;
+#endif
+}
+_Static_assert(offsetof(trace_rec, w) == 8 && offsetof(trace_rec, slot) == 4 &&
+                   offsetof(trace_rec, n) == 6,
+               "rec_hdr's layout is trace_rec's");
+#if defined(__x86_64__)
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "rec_put stores rec_hdr as one word");
+#endif
 
 static inline trace_rec *rec_head(weft_trace *tr, uint8_t type, uint8_t sub, uint16_t slot,
                                   uint16_t n) {
@@ -260,38 +302,30 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
     trace_task_any(dev, tr, c);
     return;
   }
-  trace_rec *r = rec_next(tr);
   tr->heads++;
-  *r = (trace_rec){
-      .type = R_TASK,
-      .sub = CMD_LAUNCH,
-      .outcome = OUT_RUN,
-      .acc = 1,
-      .slot = c->on_slot,
-      .n = (uint16_t)((nb != 0) + (c->label != NULL)),
-      .w = {c->tr_t0, c->tr_t1, c->launch_no, c->task.seq, 0, 0,
-            c->kernel | (uint64_t)weft__slot_of(dev, c->stream) << 32 |
-                (uint64_t)(c->graph != NULL) << 63},
-  };
+  rec_put(rec_next(tr),
+          rec_hdr(R_TASK, CMD_LAUNCH, OUT_RUN, 1, c->on_slot, (nb != 0) + (c->label != NULL)),
+          c->tr_t0, c->tr_t1, c->launch_no, c->task.seq, 0, 0,
+          c->kernel | (uint64_t)weft__slot_of(dev, c->stream) << 32 |
+              (uint64_t)(c->graph != NULL) << 63);
   if (nb) {
     const weft_binding *bd = c->bindings;
-    trace_rec *b = rec_next(tr);
     if (nb == 1)
-      *b = (trace_rec){.type = R_BIND,
-                       .acc = (uint8_t)(bd[0].access & 3u),
-                       .n = 1,
-                       .w = {bd[0].buffer.id, bd[0].offset, bd[0].size}};
+      rec_put(rec_next(tr), rec_hdr(R_BIND, 0, 0, bd[0].access & 3u, 0, 1), bd[0].buffer.id,
+              bd[0].offset, bd[0].size, 0, 0, 0, 0);
     else
-      *b = (trace_rec){
-          .type = R_BIND,
-          .acc = (uint8_t)((bd[0].access & 3u) | (bd[1].access & 3u) << 2),
-          .n = 2,
-          .w = {bd[0].buffer.id, bd[0].offset, bd[0].size, bd[1].buffer.id, bd[1].offset,
-                bd[1].size},
-      };
+      rec_put(
+          rec_next(tr), rec_hdr(R_BIND, 0, 0, (bd[0].access & 3u) | (bd[1].access & 3u) << 2, 0, 2),
+          bd[0].buffer.id, bd[0].offset, bd[0].size, bd[1].buffer.id, bd[1].offset, bd[1].size, 0);
   }
   if (__builtin_expect(c->label != NULL, 0))
     *rec_next(tr) = (trace_rec){.type = R_LABEL, .n = 1, .w = {(uint64_t)(uintptr_t)c->label}};
+}
+
+void weft__trace_fence(void) {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
 }
 
 /* A task's run interval is stamped on the thread that runs it, with one
@@ -460,6 +494,7 @@ void weft__trace_process(weft_device *dev, cmd *c) {
   } else {
     weft__dev_drain(dev); /* the work submitted before the end retires into the ring */
     check_poison(dev, dev->trace);
+    weft__trace_fence(); /* the ring goes to the caller's thread */
     call->tr = dev->trace;
     dev->trace = NULL;
     trace_timing(dev, false);

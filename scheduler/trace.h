@@ -36,6 +36,10 @@ typedef enum weft_trace_buf_kind {
 /* A task retires (retire.c, before its kind's completion): its run
  * interval, outcome, failure, bindings and cross-stream waits. */
 void weft__trace_task(weft_device *dev, const cmd *c);
+/* Makes the ring's streaming stores visible (weakly ordered): after each
+ * retirement pass, so that a combining client that hands the scheduler role
+ * on, or the end, leaves no record behind in a write-combining buffer. */
+void weft__trace_fence(void);
 /* Batches are about to be placed (multistream.c): the flush, and each of
  * their tasks' run wrapped to stamp its interval. */
 void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool interleave);
