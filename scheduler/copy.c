@@ -362,9 +362,15 @@ static void sched_rw(weft_device *dev, cmd *c, bool write) {
   bool staged = c->staged, waited = c->token != NULL; /* a read, or a direct write */
   c->staged = false; /* from here on, the drop queue owns the bytes */
   weft__ms_register(dev, s->slot, c);
+  /* An async read's event is a point on the stream as a record's is: placed
+   * at once, so that weft_stream_wait_event orders another stream after the
+   * read's position, and a kernel's wait on an event that waits for the
+   * kernel is refused (events.c, weft__event_process_check), not parked. */
+  bool async = !write && c->rd == RD_ASYNC;
+  if (async) c->event->rec = c;
   /* A synchronous operation flushes its stream; so does a staged write,
    * whose bytes the drop queue fences with its position on the stream. */
-  if (waited || staged) weft__ms_flush(dev, s->slot);
+  if (waited || staged || async) weft__ms_flush(dev, s->slot);
   if (!write) refuse_if_waits_for_caller(dev, c, "weft_buffer_read");
   if (staged) {
     weft_drop_queue_push(&dev->drops[s->slot], c->data, (size_t)c->len);

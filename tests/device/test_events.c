@@ -169,6 +169,77 @@ Test(events, stream_wait_event_orders_a_stream_after_another_with_no_buffer_in_c
   env_close(&e);
 }
 
+Test(events, stream_wait_event_on_a_read_async_orders_the_other_stream_after_the_read) {
+  env e = env_new();
+  gate g = {0};
+  weft_kernel first, second;
+  EXPECT_OK(weft_kernel_host(e.dev, "gated", gated, &g, &first));
+  EXPECT_OK(weft_kernel_host(e.dev, "after", after_gate, &g, &second));
+  weft_buffer a, b;
+  EXPECT_OK(weft_buffer_create(e.dev, 0, 64, &a));
+  EXPECT_OK(weft_buffer_create(e.dev, 1, 64, &b));
+  launch_on(e.dev, 0, first, a);
+  uint8_t dst[64];
+  weft_event rd;
+  EXPECT_OK(weft_buffer_read_async(e.dev, 0, a, 0, dst, sizeof(dst), &rd)); /* after the gate */
+  EXPECT_OK(weft_stream_wait_event(e.dev, 1, rd));
+  launch_on(e.dev, 1, second, b); /* shares no buffer with stream 0 */
+  weft_event ev1;
+  EXPECT_OK(weft_event_record(e.dev, 1, &ev1));
+  EXPECT_KIND(weft_event_wait(e.dev, ev1, 30u * 1000u * 1000u), WEFT_ERR_TIMEOUT);
+  cr_assert_eq(atomic_load(&g.order), 0, "stream 1 ran past its wait on the read");
+  atomic_store(&g.open, 1);
+  EXPECT_OK(weft_event_wait(e.dev, ev1, UINT64_MAX));
+  cr_assert_eq(atomic_load(&g.seen_first), 1, "the kernel on stream 1 ran before the read");
+  EXPECT_OK(weft_event_wait(e.dev, rd, UINT64_MAX));
+  EXPECT_OK(weft_event_release(e.dev, rd));
+  EXPECT_OK(weft_event_release(e.dev, ev1));
+  EXPECT_OK(weft_buffer_release(e.dev, a));
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
+/* A kernel that reads its own buffer asynchronously on its own stream (the
+ * read is ordered after the kernel) and waits for the read: refused, not a
+ * deadlock; the read itself completes once the kernel returned. */
+typedef struct async_self {
+  weft_device *dev;
+  weft_buffer buf;
+  weft_event rd;
+  uint8_t dst[64];
+  weft_status refused, issued;
+} async_self;
+
+static weft_status waits_on_its_read(const weft_kernel_ctx *ctx, void *user) {
+  async_self *w = user;
+  memset(ctx->buffers[0], 7, ctx->sizes[0]);
+  w->issued = weft_buffer_read_async(w->dev, 0, w->buf, 0, w->dst, sizeof(w->dst), &w->rd);
+  if (!w->issued) w->refused = weft_event_wait(w->dev, w->rd, UINT64_MAX);
+  return NULL;
+}
+
+Test(events, a_kernel_waiting_for_a_read_async_ordered_after_it_is_refused_not_a_deadlock,
+     .timeout = 30) {
+  env e = env_new();
+  async_self w = {.dev = e.dev};
+  weft_kernel k;
+  EXPECT_OK(weft_kernel_host(e.dev, "self_read", waits_on_its_read, &w, &k));
+  EXPECT_OK(weft_buffer_create(e.dev, 0, 64, &w.buf));
+  launch_on(e.dev, 0, k, w.buf);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(w.issued);
+  cr_assert_eq(weft_error_kind_of(w.refused), WEFT_ERR_INVALID_ARGUMENT, "%s",
+               w.refused ? weft_error_message(w.refused) : "the wait was answered");
+  cr_assert_not_null(strstr(weft_error_message(w.refused), "weft_event_wait"), "%s",
+                     weft_error_message(w.refused));
+  weft_error_free(w.refused);
+  EXPECT_OK(weft_event_wait(e.dev, w.rd, UINT64_MAX)); /* the read ran after the kernel */
+  for (size_t i = 0; i < sizeof(w.dst); i++) cr_assert_eq(w.dst[i], 7);
+  EXPECT_OK(weft_event_release(e.dev, w.rd));
+  EXPECT_OK(weft_buffer_release(e.dev, w.buf));
+  env_close(&e);
+}
+
 /* A kernel that records an event on its own stream (after itself) and waits
  * on it, then waits on one recorded before it: the first is refused, the
  * second answered. */
