@@ -14,30 +14,20 @@ import os
 import sys
 
 # ---- loading libweft.so ------------------------------------------------------------------
-# Its private jemalloc keeps thread state in initial-exec TLS, more than glibc keeps spare
-# for libraries loaded at run time: without the tunable below dlopen fails with "cannot
-# allocate memory in static TLS block". It must be set before the process starts, so this
-# script sets it and starts itself again (docs/embedding.md, "Loading libweft.so").
-TUNABLE = "glibc.rtld.optional_static_tls=16384"
+# libweft.so allocates from libc (its private jemalloc is the static library's), so
+# ctypes loads it into any process (docs/embedding.md, "Loading libweft.so from Python").
 
 
 def load_weft():
     path = os.environ.get("WEFT_LIBRARY") or ctypes.util.find_library("weft")
     if not path:
         sys.exit("torch_interop.py: no libweft.so: set WEFT_LIBRARY or install weft")
-    try:
-        return ctypes.CDLL(path)  # CDLL releases the GIL during each call
-    except OSError as exc:
-        if "static TLS" not in str(exc) or TUNABLE in os.environ.get("GLIBC_TUNABLES", ""):
-            raise
-        tunables = ":".join(t for t in (os.environ.get("GLIBC_TUNABLES"), TUNABLE) if t)
-        os.execve(sys.executable, [sys.executable] + sys.argv,
-                  dict(os.environ, GLIBC_TUNABLES=tunables))
+    return ctypes.CDLL(path)  # CDLL releases the GIL during each call
 
 
 weft = load_weft()
 
-import torch  # noqa: E402 (after libweft.so, see above)
+import torch  # noqa: E402
 import torch.utils.dlpack  # noqa: E402
 
 # ---- the C declarations used here (include/weft/weft.h, include/weft/dlpack.h) ---------
