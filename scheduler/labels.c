@@ -12,6 +12,7 @@
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
 #include "scheduler/submit.h"
+#include "scheduler/trace.h"
 
 _Static_assert((WEFT_MAX_LABELS & (WEFT_MAX_LABELS - 1)) == 0, "a power of two: probes mask");
 
@@ -134,6 +135,7 @@ void weft__label_process(weft_device *dev, cmd *c) {
   if (b) { /* else released (or its creation failed) before the label reached it */
     label_free(dev, b->label);
     b->label = label;
+    if (__builtin_expect(dev->trace != NULL, 0)) weft__trace_buf_label(dev, b);
   } else {
     label_free(dev, label);
   }

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include "scheduler/command.h"
 #include "scheduler/inside.h"
 #include "scheduler/kernels.h"
+#include "scheduler/labels.h"
 #include "scheduler/loop.h"
 #include "scheduler/submit.h"
 
@@ -49,6 +51,10 @@ enum rec_type {
   R_BUF,    /* sub: weft_trace_buf_kind; outcome: allocated; w: t, buffer id, size */
   R_MEM,    /* w: t, bytes in use, bytes reserved */
   R_POISON, /* w: t */
+  /* A buffer's label. sub: 1 when recorded at begin for a label set before;
+   * n: message records; w: t, buffer id, launches numbered when it was set
+   * (0: before the recording); its text in R_MSG details (none: cleared). */
+  R_BUF_LABEL,
   R_HEADS,
   /* details, after their head */
   R_BIND = R_HEADS, /* n: 1-2 of (buffer, offset, size), acc: access of each (2 bits) */
@@ -421,6 +427,33 @@ void weft__trace_buffer(weft_device *dev, weft_trace_buf_kind what, const weft_b
   m->w[2] = u.bytes_reserved;
 }
 
+/* A buffer's label, as a head and the label's text in message records. */
+static void rec_buf_label(weft_device *dev, weft_trace *tr, const weft_buf *b, bool before) {
+  size_t len = b->label ? strnlen(b->label, WEFT_MAX_LABEL_LEN) : 0;
+  trace_rec *r = rec_head(tr, R_BUF_LABEL, before, 0, msg_records(len));
+  r->w[0] = trace_clock();
+  r->w[1] = b->id;
+  r->w[2] = before ? 0 : dev->cmds.launches_numbered;
+  rec_msg(tr, b->label, len);
+}
+
+void weft__trace_buf_label(weft_device *dev, const weft_buf *b) {
+  rec_buf_label(dev, dev->trace, b, false);
+}
+
+/* At begin, the labels already set: every buffer the scheduler still holds
+ * (a released one still bound by work keeps its label until it is freed,
+ * as weft__buf_label_name names it). Scheduler role: slots' objects are its. */
+static void rec_labels_set(weft_device *dev, weft_trace *tr) {
+  weft_handles *t = &dev->buffers;
+  uint32_t fresh = atomic_load_explicit(&t->fresh, memory_order_acquire);
+  for (uint32_t i = 0; i < fresh; i++) {
+    const weft_handle_slot *s = weft_handles_at(t, i);
+    const weft_buf *b = s ? s->obj : NULL;
+    if (b && b->label && (uint32_t)b->id == i + 1) rec_buf_label(dev, tr, b, true);
+  }
+}
+
 /* ---- begin and end ------------------------------------------------------------------------- */
 
 typedef struct trace_call {
@@ -473,6 +506,7 @@ static void trace_install(weft_device *dev, weft_trace *tr) {
   tr->begin_tick = trace_clock();
   tr->placed0 = dev->ms.placed;
   tr->bp_last = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
+  rec_labels_set(dev, tr);
   dev->trace = tr;
 }
 
@@ -646,15 +680,29 @@ static int pos_cmp(const void *a, const void *b) {
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-typedef struct edge {
-  uint64_t t;
-  int d;
-} edge;
+/* A slot's tasks by position: in retirement order they are sorted already
+ * but for a stream's tasks that retire out of order. */
+static void pos_sort(pos_ev *v, size_t n) {
+  for (size_t i = 1; i < n; i++)
+    if (v[i].seq < v[i - 1].seq) {
+      qsort(v, n, sizeof(*v), pos_cmp);
+      return;
+    }
+}
 
-static int edge_cmp(const void *a, const void *b) {
-  const edge *x = a, *y = b;
-  if (x->t != y->t) return x->t < y->t ? -1 : 1;
-  return x->d - y->d; /* an end before a start at the same instant */
+static int u64_cmp(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The runs' starts or ends, in time: in retirement order they are sorted
+ * already on one stream; several streams interleave. */
+static void time_sort(uint64_t *v, size_t n) {
+  for (size_t i = 1; i < n; i++)
+    if (v[i] < v[i - 1]) {
+      qsort(v, n, sizeof(*v), u64_cmp);
+      return;
+    }
 }
 
 /* (buffer, failure) -> the newest task that wrote the buffer carrying the
@@ -675,13 +723,294 @@ static size_t carrier_find(const carrier_map *m, uint64_t buffer, uint64_t failu
       return h;
 }
 
+/* A buffer's label as the ring recorded it (R_BUF_LABEL). A launch's
+ * bindings show the label their buffer had when the scheduler took the
+ * launch: the labels set before its number; a copy's, a buffer event's and
+ * a label event's, the label it had when that record was written: the
+ * labels before it in the ring. */
+typedef struct lab_ev {
+  uint64_t id;  /* the buffer */
+  uint64_t at;  /* launches numbered when it was set (0: before the recording) */
+  uint64_t pos; /* its head's place among the records read */
+  size_t off;   /* its text in the table's bytes */
+  size_t len;   /* 0: the label was cleared */
+} lab_ev;
+
+typedef struct label_table {
+  const lab_ev *ev; /* by buffer, then in ring order */
+  size_t n;
+  const char *text;
+} label_table;
+
+static int lab_cmp(const void *a, const void *b) {
+  const lab_ev *x = a, *y = b;
+  if (x->id != y->id) return x->id < y->id ? -1 : 1;
+  return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* The label buffer |id| had at |x|: the newest set before launch number |x|
+ * (|by_launch|), else before ring place |x|; NULL when it had none. A
+ * buffer's labels are in ring order, in which their launch numbers never
+ * decrease, so both are a binary search. */
+static const lab_ev *label_at(const label_table *t, uint64_t id, bool by_launch, uint64_t x) {
+  size_t lo = 0, hi = t->n;
+  while (lo < hi) { /* the buffer's first label */
+    size_t mid = lo + (hi - lo) / 2;
+    if (t->ev[mid].id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  size_t first = lo;
+  hi = t->n;
+  while (lo < hi) { /* the first of its labels set at or after |x| */
+    size_t mid = lo + (hi - lo) / 2;
+    const lab_ev *e = &t->ev[mid];
+    if (e->id == id && (by_launch ? e->at : e->pos) < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo > first && t->ev[lo - 1].len ? &t->ev[lo - 1] : NULL;
+}
+
+/* The writer's output: every byte goes through a buffer of its own, written
+ * with fwrite when full (so that the order holds), formatted by hand where
+ * an event is common (printf's float formatting cost about 10,000
+ * instructions an event), with vsnprintf for the rare ones. */
+#define JW_BYTES (64u * 1024u)
+#define JW_ROOM  512u /* the most one piece of output asks room for (a time takes at most 313) */
+
 typedef struct jw {
+  char *buf;
+  size_t len;
   FILE *f;
+  bool failed; /* an fwrite failed (its errno in |err|): the rest is not written */
+  int err;
   bool first;
   uint32_t pid;
   uint64_t base; /* the recording's first tick */
-  double us;     /* microseconds per tick */
+  double us, ns; /* microseconds, nanoseconds per tick */
+  label_table labels;
 } jw;
+
+static void jw_write(jw *w, const char *s, size_t n) {
+  if (w->failed || !n) return;
+  errno = 0;
+  if (fwrite(s, 1, n, w->f) != n) {
+    w->failed = true;
+    w->err = errno ? errno : EIO;
+  }
+}
+
+static void jw_flush(jw *w) {
+  jw_write(w, w->buf, w->len);
+  w->len = 0;
+}
+
+/* Where the next |n| (at most JW_BYTES) bytes go; jw_done says how far they went. */
+static inline char *jw_room(jw *w, size_t n) {
+  if (__builtin_expect(JW_BYTES - w->len < n, 0)) jw_flush(w);
+  return w->buf + w->len;
+}
+
+static inline void jw_done(jw *w, char *p) {
+  w->len = (size_t)(p - w->buf);
+}
+
+static void jw_put(jw *w, const char *s, size_t n) {
+  if (n > JW_BYTES - w->len) {
+    jw_flush(w);
+    if (n > JW_BYTES) {
+      jw_write(w, s, n);
+      return;
+    }
+  }
+  memcpy(w->buf + w->len, s, n);
+  w->len += n;
+}
+
+static void jw_printf(jw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jw_printf(jw *w, const char *fmt, ...) {
+  va_list ap, again, last;
+  va_start(ap, fmt);
+  va_copy(again, ap);
+  va_copy(last, ap);
+  size_t room = JW_BYTES - w->len;
+  int n = vsnprintf(w->buf + w->len, room, fmt, ap);
+  if (n >= 0 && (size_t)n >= room) { /* did not fit: flushed first, then tried again */
+    jw_flush(w);
+    n = vsnprintf(w->buf, JW_BYTES, fmt, again);
+    if (n >= 0 && (size_t)n >= JW_BYTES) { /* larger than the buffer: to the file itself */
+      if (!w->failed && vfprintf(w->f, fmt, last) < 0) {
+        w->failed = true;
+        w->err = errno ? errno : EIO;
+      }
+      n = 0;
+    }
+  }
+  if (n < 0) {
+    if (!w->failed) {
+      w->failed = true;
+      w->err = errno ? errno : EINVAL;
+    }
+    n = 0;
+  }
+  w->len += (size_t)n;
+  va_end(last);
+  va_end(again);
+  va_end(ap);
+}
+
+#define P_LIT(p, s) (memcpy((p), (s), sizeof(s) - 1), (p) + sizeof(s) - 1)
+
+static inline char *p_cpy(char *p, const char *s, size_t n) {
+  memcpy(p, s, n);
+  return p + n;
+}
+
+static inline char *p_str(char *p, const char *s) {
+  return p_cpy(p, s, strlen(s));
+}
+
+static const char digits2[] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                              "34353637383940414243444546474849505152535455565758596061626364656667"
+                              "6869707172737475767778798081828384858687888990919293949596979899";
+
+/* |v| in decimal (at most 20 bytes). */
+static inline char *p_u64(char *p, uint64_t v) {
+  unsigned n = 1;
+  for (uint64_t m = 10; n < 20 && v >= m; m *= 10) n++;
+  char *e = p + n;
+  while (v >= 100) {
+    unsigned d = (unsigned)(v % 100);
+    v /= 100;
+    e -= 2;
+    memcpy(e, digits2 + 2 * d, 2);
+  }
+  if (v >= 10)
+    memcpy(e - 2, digits2 + 2 * v, 2);
+  else
+    e[-1] = (char)('0' + v);
+  return p + n;
+}
+
+static inline char *p_i64(char *p, int64_t v) {
+  if (v >= 0) return p_u64(p, (uint64_t)v);
+  *p++ = '-';
+  return p_u64(p, 0 - (uint64_t)v);
+}
+
+/* The last |digits| decimal digits of |v|, zero-padded. */
+static inline char *p_frac(char *p, uint64_t v, unsigned digits) {
+  for (unsigned i = digits; i-- > 0; v /= 10) p[i] = (char)('0' + v % 10);
+  return p + digits;
+}
+
+/* |ticks| of the recording's clock in microseconds with 3 decimals: what
+ * "%.3f" prints of (double)ticks * us, up to the rounding of the double,
+ * from integer nanoseconds (rounded): ns / 1000 "." ns % 1000. Beyond 2^64
+ * ns (584 years), printf's. At most 313 bytes. */
+static char *p_time(const jw *w, char *p, uint64_t ticks) {
+  double ns = (double)ticks * w->ns + 0.5;
+  if (__builtin_expect(!(ns < 18446744073709551616.0), 0)) {
+    int n = snprintf(p, 400, "%.3f", (double)ticks * w->us);
+    return p + (n > 0 ? n : 0);
+  }
+  uint64_t v = (uint64_t)ns;
+  p = p_u64(p, v / 1000);
+  *p++ = '.';
+  return p_frac(p, v % 1000, 3);
+}
+
+/* |s| (its first |len| bytes, up to a NUL) escaped for a JSON string. */
+static void jw_esc(jw *w, const char *s, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  size_t i = 0;
+  while (i < len && s[i]) {
+    char *p = jw_room(w, 6 * 64);
+    for (unsigned k = 0; k < 64 && i < len && s[i]; k++, i++) {
+      unsigned char ch = (unsigned char)s[i];
+      if (ch == '"' || ch == '\\') {
+        *p++ = '\\';
+        *p++ = (char)ch;
+      } else if (ch < 0x20) {
+        p = P_LIT(p, "\\u00");
+        *p++ = hex[ch >> 4];
+        *p++ = hex[ch & 15];
+      } else {
+        *p++ = (char)ch;
+      }
+    }
+    jw_done(w, p);
+  }
+}
+
+static void jstr(jw *w, const char *s, size_t len) {
+  jw_put(w, "\"", 1);
+  jw_esc(w, s, len);
+  jw_put(w, "\"", 1);
+}
+
+/* Starts an event object with its phase, track and time (µs since the
+ * recording began; "ts" of an event before it is 0). */
+static void ev_open(jw *w, char ph, uint32_t tid, uint64_t t) {
+  char *p = jw_room(w, JW_ROOM);
+  if (!w->first) *p++ = ',';
+  w->first = false;
+  p = P_LIT(p, "\n{\"ph\":\"");
+  *p++ = ph;
+  p = P_LIT(p, "\",\"pid\":");
+  p = p_u64(p, w->pid);
+  p = P_LIT(p, ",\"tid\":");
+  p = p_u64(p, tid);
+  p = P_LIT(p, ",\"ts\":");
+  p = p_time(w, p, t > w->base ? t - w->base : 0);
+  jw_done(w, p);
+}
+
+static void meta(jw *w, const char *what, uint32_t tid, const char *name, int64_t sort) {
+  jw_printf(w,
+            "%s\n{\"ph\":\"M\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"name\":\"%s\",\"args\":{",
+            w->first ? "" : ",", w->pid, tid, what);
+  w->first = false;
+  if (name) {
+    jw_put(w, "\"name\":", 7);
+    jstr(w, name, strlen(name));
+  } else {
+    jw_printf(w, "\"sort_index\":%" PRId64, sort);
+  }
+  jw_put(w, "}}", 2);
+}
+
+/* A buffer as reports name it, escaped: "buffer 'LABEL' (#N)", else "buffer #N". */
+static void jw_buf_name(jw *w, uint64_t id, const lab_ev *l) {
+  char *p = jw_room(w, 32);
+  if (l) {
+    p = P_LIT(p, "buffer '");
+    jw_done(w, p);
+    jw_esc(w, w->labels.text + l->off, l->len);
+    p = jw_room(w, 32);
+    p = P_LIT(p, "' (#");
+    p = p_u64(p, (uint32_t)id);
+    *p++ = ')';
+  } else {
+    p = P_LIT(p, "buffer #");
+    p = p_u64(p, (uint32_t)id);
+  }
+  jw_done(w, p);
+}
+
+/* A buffer's "name", and its "label" when it has one (each after a comma). */
+static void buf_keys(jw *w, uint64_t id, const lab_ev *l) {
+  jw_put(w, ",\"name\":\"", 9);
+  jw_buf_name(w, id, l);
+  if (l) {
+    jw_put(w, "\",\"label\":\"", 11);
+    jw_esc(w, w->labels.text + l->off, l->len);
+  }
+  jw_put(w, "\"", 1);
+}
 
 /* Microseconds per tick of the recording's clock: 1e-3 on CLOCK_MONOTONIC;
  * on the TSC, measured against CLOCK_MONOTONIC from the recording's begin to
@@ -702,42 +1031,6 @@ static double tick_us(const weft_trace *tr) {
   return tick > tr->begin_tick
              ? (double)(ns - tr->begin_ns) / 1000.0 / (double)(tick - tr->begin_tick)
              : 1e-3;
-}
-
-static void jstr(FILE *f, const char *s, size_t len) {
-  fputc('"', f);
-  for (size_t i = 0; i < len && s[i]; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (ch == '"' || ch == '\\')
-      fprintf(f, "\\%c", ch);
-    else if (ch < 0x20)
-      fprintf(f, "\\u%04x", ch);
-    else
-      fputc(ch, f);
-  }
-  fputc('"', f);
-}
-
-/* Starts an event object with its phase, track and time (µs since the
- * recording began; "ts" of an event before it is 0). */
-static void ev_open(jw *w, const char *ph, uint32_t tid, uint64_t t) {
-  fprintf(w->f, "%s\n{\"ph\":\"%s\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"ts\":%.3f",
-          w->first ? "" : ",", ph, w->pid, tid, t > w->base ? (double)(t - w->base) * w->us : 0.0);
-  w->first = false;
-}
-
-static void meta(jw *w, const char *what, uint32_t tid, const char *name, int64_t sort) {
-  fprintf(w->f,
-          "%s\n{\"ph\":\"M\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"name\":\"%s\",\"args\":{",
-          w->first ? "" : ",", w->pid, tid, what);
-  w->first = false;
-  if (name) {
-    fputs("\"name\":", w->f);
-    jstr(w->f, name, strlen(name));
-  } else {
-    fprintf(w->f, "\"sort_index\":%" PRId64, sort);
-  }
-  fputs("}}", w->f);
 }
 
 static const char *outcome_name(uint8_t o) {
@@ -826,69 +1119,163 @@ static size_t head_msg(const weft_trace *tr, uint64_t hi, char *out) {
   return len;
 }
 
-static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint64_t hi) {
+/* The label of buffer |id| where task |h| (the |pos|th record read) uses it. */
+static inline const lab_ev *task_label(const jw *w, const trace_rec *h, uint64_t pos, uint64_t id) {
+  if (!w->labels.n) return NULL;
+  bool launch = h->sub == CMD_LAUNCH;
+  return label_at(&w->labels, id, launch, launch ? h->w[2] : pos);
+}
+
+static void task_args(jw *w, const weft_device *dev, const weft_trace *tr, uint64_t hi,
+                      uint64_t pos) {
   const trace_rec *h = &tr->ring[hi];
-  FILE *f = w->f;
-  char name[48];
-  fprintf(f, ",\"args\":{");
+  char *p = jw_room(w, JW_ROOM);
+  p = P_LIT(p, ",\"args\":{");
   if (h->sub == CMD_LAUNCH) {
-    fprintf(f, "\"launch\":%" PRIu64 ",", h->w[2]);
+    p = P_LIT(p, "\"launch\":");
+    p = p_u64(p, h->w[2]);
+    *p++ = ',';
     const char *k = kernel_name(dev, h);
     if (k && head_label(tr, hi)) { /* named by its label: the kernel is an argument */
-      fputs("\"kernel\":", f);
-      jstr(f, k, strlen(k));
-      fputc(',', f);
+      p = P_LIT(p, "\"kernel\":");
+      jw_done(w, p);
+      jstr(w, k, strlen(k));
+      p = jw_room(w, JW_ROOM);
+      *p++ = ',';
     }
   }
-  fprintf(f, "\"outcome\":\"%s\",\"stream_slot\":%u,\"seq\":%" PRIu64, outcome_name(h->outcome),
-          h->slot, h->w[3]);
+  p = P_LIT(p, "\"outcome\":\"");
+  p = p_str(p, outcome_name(h->outcome));
+  p = P_LIT(p, "\",\"stream_slot\":");
+  p = p_u64(p, h->slot);
+  p = P_LIT(p, ",\"seq\":");
+  p = p_u64(p, h->w[3]);
   uint32_t registered = (uint32_t)(h->w[6] >> 32) & 0x7fffffffu;
-  if (registered != h->slot) fprintf(f, ",\"registered_on_slot\":%" PRIu32, registered);
-  if (!h->acc) fputs(",\"run_stamped\":false", f); /* placed before the recording began */
-  if (h->w[4]) fprintf(f, ",\"failure\":%" PRIu64, h->w[4]);
+  if (registered != h->slot) {
+    p = P_LIT(p, ",\"registered_on_slot\":");
+    p = p_u64(p, registered);
+  }
+  if (!h->acc) p = P_LIT(p, ",\"run_stamped\":false"); /* placed before the recording began */
+  if (h->w[4]) {
+    p = P_LIT(p, ",\"failure\":");
+    p = p_u64(p, h->w[4]);
+  }
+  jw_done(w, p);
   for (uint16_t i = 1; i <= h->n; i++) { /* its time on the device (CUDA events) */
     const trace_rec *d = &tr->ring[(hi + i) % tr->cap];
-    if (d->type == R_DEVICE)
-      fprintf(f, ",\"device_ms\":%" PRIu64 ".%06" PRIu64, d->w[0] / 1000000u, d->w[0] % 1000000u);
+    if (d->type != R_DEVICE) continue;
+    p = jw_room(w, 64);
+    p = P_LIT(p, ",\"device_ms\":");
+    p = p_u64(p, d->w[0] / 1000000u);
+    *p++ = '.';
+    p = p_frac(p, d->w[0] % 1000000u, 6);
+    jw_done(w, p);
   }
   char msg[TRACE_MSG_MAX];
   size_t len = head_msg(tr, hi, msg);
   if (len) {
-    fputs(h->outcome == OUT_FAILED ? ",\"error\":" : ",\"root\":", f);
-    jstr(f, msg, len);
+    if (h->outcome == OUT_FAILED)
+      jw_put(w, ",\"error\":", 9);
+    else
+      jw_put(w, ",\"root\":", 8);
+    jstr(w, msg, len);
   }
   if (h->w[5]) {
-    weft__buf_name(h->w[5], name, sizeof(name));
-    fputs(",\"skipped_because\":", f);
-    char why[96];
-    int n = snprintf(why, sizeof(why), "%s carried failure #%" PRIu64, name, h->w[4]);
-    jstr(f, why, n > 0 ? (size_t)n : 0);
+    jw_put(w, ",\"skipped_because\":\"", 20);
+    jw_buf_name(w, h->w[5], task_label(w, h, pos, h->w[5]));
+    p = jw_room(w, 64);
+    p = P_LIT(p, " carried failure #");
+    p = p_u64(p, h->w[4]);
+    *p++ = '"';
+    jw_done(w, p);
   }
-  fputs(",\"bindings\":[", f);
+  jw_put(w, ",\"bindings\":[", 13);
   bool first = true;
   for (uint16_t i = 1; i <= h->n; i++) {
     const trace_rec *d = &tr->ring[(hi + i) % tr->cap];
     if (d->type != R_BIND) continue;
-    for (uint16_t j = 0; j < d->n; j++) {
-      weft__buf_name(d->w[3 * j], name, sizeof(name));
-      fprintf(f,
-              "%s{\"buffer\":%" PRIu32 ",\"name\":\"%s\",\"offset\":%" PRIu64 ",\"size\":%" PRIu64
-              ",\"access\":\"%s\"}",
-              first ? "" : ",", (uint32_t)d->w[3 * j], name, d->w[3 * j + 1], d->w[3 * j + 2],
-              access_name((d->acc >> (2 * j)) & 3u));
+    for (uint16_t j = 0; j < d->n && j < 2; j++) {
+      uint64_t id = d->w[3 * j];
+      const lab_ev *l = task_label(w, h, pos, id);
+      p = jw_room(w, JW_ROOM);
+      if (!first) *p++ = ',';
       first = false;
+      p = P_LIT(p, "{\"buffer\":");
+      p = p_u64(p, (uint32_t)id);
+      if (l) {
+        jw_done(w, p);
+        buf_keys(w, id, l);
+        p = jw_room(w, JW_ROOM);
+      } else {
+        p = P_LIT(p, ",\"name\":\"buffer #");
+        p = p_u64(p, (uint32_t)id);
+        *p++ = '"';
+      }
+      p = P_LIT(p, ",\"offset\":");
+      p = p_u64(p, d->w[3 * j + 1]);
+      p = P_LIT(p, ",\"size\":");
+      p = p_u64(p, d->w[3 * j + 2]);
+      p = P_LIT(p, ",\"access\":\"");
+      p = p_str(p, access_name((d->acc >> (2 * j)) & 3u));
+      p = P_LIT(p, "\"}");
+      jw_done(w, p);
     }
   }
-  fputs("]}", f);
+  jw_put(w, "]}", 2);
 }
 
 static void flow(jw *w, const char *name, const char *cat, uint64_t *id, const task_ev *from,
                  const task_ev *to) {
   if (!from->stamped || !to->stamped) return;
-  ev_open(w, "s", from->slot + 1, from->t0);
-  fprintf(w->f, ",\"name\":\"%s\",\"cat\":\"%s\",\"id\":%" PRIu64 "}", name, cat, ++*id);
-  ev_open(w, "f", to->slot + 1, to->t0);
-  fprintf(w->f, ",\"name\":\"%s\",\"cat\":\"%s\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", name, cat, *id);
+  ++*id;
+  for (int end = 0; end < 2; end++) {
+    const task_ev *at = end ? to : from;
+    ev_open(w, end ? 'f' : 's', at->slot + 1, at->t0);
+    char *p = jw_room(w, JW_ROOM);
+    p = P_LIT(p, ",\"name\":\"");
+    p = p_str(p, name);
+    p = P_LIT(p, "\",\"cat\":\"");
+    p = p_str(p, cat);
+    p = P_LIT(p, "\",\"id\":");
+    p = p_u64(p, *id);
+    if (end) p = P_LIT(p, ",\"bp\":\"e\"");
+    *p++ = '}';
+    jw_done(w, p);
+  }
+}
+
+/* The labels the ring holds, by buffer, with their text (|t| empty when none). */
+static weft_status labels_read(const weft_allocator *a, const weft_trace *tr, uint64_t start,
+                               uint64_t skip, uint64_t count, uint64_t nlab, size_t bytes,
+                               label_table *t, lab_ev **ev_out, char **text_out) {
+  *ev_out = NULL;
+  *text_out = NULL;
+  *t = (label_table){NULL, 0, NULL};
+  if (!nlab) return NULL;
+  lab_ev *ev = weft__alloc(a, sizeof(*ev) * nlab, 16);
+  char *text = weft__alloc(a, bytes + 1, 1);
+  if (!ev || !text) {
+    weft__free(a, ev, sizeof(*ev) * nlab, 16);
+    weft__free(a, text, bytes + 1, 1);
+    return weft__oom(sizeof(*ev) * nlab + bytes, "a trace's buffer labels");
+  }
+  size_t n = 0, off = 0;
+  for (uint64_t i = skip; i < count && n < nlab; i++) {
+    uint64_t hi = (start + i) % tr->cap;
+    const trace_rec *r = &tr->ring[hi];
+    if (r->type != R_BUF_LABEL) continue;
+    char msg[TRACE_MSG_MAX];
+    size_t len = head_msg(tr, hi, msg);
+    if (off + len > bytes) len = bytes - off;
+    memcpy(text + off, msg, len);
+    ev[n++] = (lab_ev){r->w[1], r->w[2], i, off, len};
+    off += len;
+  }
+  qsort(ev, n, sizeof(*ev), lab_cmp);
+  *t = (label_table){ev, n, text};
+  *ev_out = ev;
+  *text_out = text;
+  return NULL;
 }
 
 static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
@@ -898,12 +1285,19 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
   uint64_t start = full ? tr->at : 0, count = full ? tr->cap : tr->at;
   uint64_t skip = 0;
   while (skip < count && tr->ring[(start + skip) % tr->cap].type >= R_HEADS) skip++;
-  uint64_t ntasks = 0, nwrites = 0, kept = 0;
+  uint64_t ntasks = 0, nwrites = 0, kept = 0, nlab = 0;
+  size_t lab_bytes = 0;
   for (uint64_t i = skip; i < count; i++) {
-    const trace_rec *r = &tr->ring[(start + i) % tr->cap];
+    uint64_t hi = (start + i) % tr->cap;
+    const trace_rec *r = &tr->ring[hi];
     kept += r->type >= R_TASK && r->type < R_HEADS;
     if (r->type == R_TASK) ntasks++;
     if (r->type == R_BIND) nwrites += r->n;
+    if (r->type == R_BUF_LABEL) {
+      char msg[TRACE_MSG_MAX];
+      nlab++;
+      lab_bytes += head_msg(tr, hi, msg);
+    }
   }
   /* The writer's tables, in the device's allocator (not on the recording path). */
   const weft_allocator *a = &dev->alloc;
@@ -911,16 +1305,24 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
   while (cmcap < 2 * (nwrites + 1)) cmcap <<= 1;
   const size_t b_evs = sizeof(task_ev) * (ntasks + 1), b_pos = sizeof(pos_ev) * (ntasks + 1),
                b_slot = sizeof(uint32_t) * (WEFT_MAX_STREAMS + 1),
-               b_edges = sizeof(edge) * (2 * ntasks + 1), b_cm = sizeof(struct carrier) * cmcap;
+               b_edges = sizeof(uint64_t) * 2 * (ntasks + 1), b_cm = sizeof(struct carrier) * cmcap;
   task_ev *evs = weft__calloc(a, b_evs, 16);
   pos_ev *pos = weft__calloc(a, b_pos, 16);
   uint32_t *per_slot = weft__calloc(a, b_slot, 16);
-  edge *edges = weft__calloc(a, b_edges, 16);
+  uint64_t *starts = weft__calloc(a, b_edges, 16), nrun = 0; /* then the ends */
   carrier_map cm = {weft__calloc(a, b_cm, 16), cmcap - 1};
-  if (!evs || !pos || !per_slot || !edges || !cm.slots) {
+  char *out = weft__alloc(a, JW_BYTES, 64);
+  lab_ev *lab_ev_mem = NULL;
+  char *lab_text = NULL;
+  label_table labels = {NULL, 0, NULL};
+  if (!evs || !pos || !per_slot || !starts || !cm.slots || !out) {
     st = weft__oom(sizeof(*evs) * ntasks, "writing a trace");
     goto out;
   }
+  if ((st = labels_read(a, tr, start, skip, count, nlab, lab_bytes, &labels, &lab_ev_mem,
+                        &lab_text)))
+    goto out;
+  uint64_t *ends = starts + ntasks + 1;
   /* Tasks per slot by position, for the waits' producers. */
   uint64_t n = 0;
   bool slot_seen[WEFT_MAX_STREAMS] = {0};
@@ -941,19 +1343,27 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
     for (uint64_t e = 0; e < n; e++)
       pos[fill[evs[e].slot]++] = (pos_ev){evs[e].head->w[3], (uint32_t)e};
     for (uint32_t s = 0; s < WEFT_MAX_STREAMS; s++)
-      qsort(pos + per_slot[s], per_slot[s + 1] - per_slot[s], sizeof(*pos), pos_cmp);
+      pos_sort(pos + per_slot[s], per_slot[s + 1] - per_slot[s]);
   }
 
-  jw w = {f, true, dev->tag, tr->begin_tick, tick_us(tr)};
-  fprintf(f,
-          "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"weft_version\":\"%s\","
-          "\"clock\":\"%s\",\"ns_per_tick\":%.6f,\"ring_records\":%" PRIu64
-          ",\"records_written\":%" PRIu64 ",\"events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
-          weft_version(),
-          atomic_load_explicit(&clock_tsc, memory_order_relaxed) > 0
-              ? "tsc (calibrated against CLOCK_MONOTONIC)"
-              : "CLOCK_MONOTONIC",
-          w.us * 1000.0, tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept);
+  double us = tick_us(tr);
+  jw w = {.buf = out,
+          .f = f,
+          .first = true,
+          .pid = dev->tag,
+          .base = tr->begin_tick,
+          .us = us,
+          .ns = us * 1000.0,
+          .labels = labels};
+  jw_printf(&w,
+            "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"weft_version\":\"%s\","
+            "\"clock\":\"%s\",\"ns_per_tick\":%.6f,\"ring_records\":%" PRIu64
+            ",\"records_written\":%" PRIu64 ",\"events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
+            weft_version(),
+            atomic_load_explicit(&clock_tsc, memory_order_relaxed) > 0
+                ? "tsc (calibrated against CLOCK_MONOTONIC)"
+                : "CLOCK_MONOTONIC",
+            w.us * 1000.0, tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept);
   char pname[64];
   snprintf(pname, sizeof(pname), "weft device %" PRIu32 " (%s)", dev->tag,
            dev->backend->deferred ? "cuda" : "host");
@@ -972,32 +1382,39 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
   for (uint64_t i = skip; i < count; i++) {
     uint64_t hi = (start + i) % tr->cap;
     const trace_rec *r = &tr->ring[hi];
-    char msg[TRACE_MSG_MAX], name[48];
+    char msg[TRACE_MSG_MAX], *p;
     switch (r->type) {
     case R_TASK: {
       const task_ev *me = &evs[e];
-      ev_open(&w, "X", me->slot + 1, me->t0);
-      fprintf(f, ",\"dur\":%.3f,\"name\":", (double)(me->t1 - me->t0) * w.us);
+      ev_open(&w, 'X', me->slot + 1, me->t0);
+      p = jw_room(&w, JW_ROOM);
+      p = P_LIT(p, ",\"dur\":");
+      p = p_time(&w, p, me->t1 - me->t0);
+      p = P_LIT(p, ",\"name\":");
+      jw_done(&w, p);
       const char *tn = trace_name(dev, tr, hi);
-      jstr(f, tn, strlen(tn));
-      fprintf(f, ",\"cat\":\"%s\"",
-              r->sub == CMD_LAUNCH                              ? "launch"
-              : r->sub == CMD_SYNC                              ? "sync"
-              : r->sub == CMD_EVENT || r->sub == CMD_EVENT_WAIT ? "event"
-                                                                : "copy");
-      task_args(&w, dev, tr, hi);
-      fputc('}', f);
+      jstr(&w, tn, strlen(tn));
+      p = jw_room(&w, JW_ROOM);
+      p = P_LIT(p, ",\"cat\":\"");
+      p = p_str(p, r->sub == CMD_LAUNCH                              ? "launch"
+                   : r->sub == CMD_SYNC                              ? "sync"
+                   : r->sub == CMD_EVENT || r->sub == CMD_EVENT_WAIT ? "event"
+                                                                     : "copy");
+      *p++ = '"';
+      jw_done(&w, p);
+      task_args(&w, dev, tr, hi, i);
+      jw_put(&w, "}", 1);
       /* Cross-stream waits: from the task at the position waited for. */
       for (uint16_t k = 1; k <= r->n; k++) {
         const trace_rec *d = &tr->ring[(hi + k) % tr->cap];
         if (d->type != R_WAIT) continue;
-        for (uint16_t j = 0; j < d->n; j++) {
+        for (uint16_t j = 0; j < d->n && j < 3; j++) {
           uint64_t s = d->w[2 * j], q = d->w[2 * j + 1];
           if (s >= WEFT_MAX_STREAMS) continue;
           pos_ev key = {q, 0};
-          pos_ev *p = bsearch(&key, pos + per_slot[s], per_slot[s + 1] - per_slot[s], sizeof(*pos),
-                              pos_cmp);
-          if (p && p->ev < e) flow(&w, "wait", "wait", &flow_id, &evs[p->ev], me);
+          pos_ev *ps = bsearch(&key, pos + per_slot[s], per_slot[s + 1] - per_slot[s], sizeof(*pos),
+                               pos_cmp);
+          if (ps && ps->ev < e) flow(&w, "wait", "wait", &flow_id, &evs[ps->ev], me);
         }
       }
       /* A failure's chain: from the task that left the taint to the skip. */
@@ -1009,7 +1426,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
         for (uint16_t k = 1; k <= r->n; k++) {
           const trace_rec *d = &tr->ring[(hi + k) % tr->cap];
           if (d->type != R_BIND) continue;
-          for (uint16_t j = 0; j < d->n; j++) {
+          for (uint16_t j = 0; j < d->n && j < 2; j++) {
             if (!((d->acc >> (2 * j)) & WEFT_WRITE)) continue;
             struct carrier *c = &cm.slots[carrier_find(&cm, d->w[3 * j], r->w[4])];
             *c = (struct carrier){d->w[3 * j], r->w[4], (uint32_t)e};
@@ -1017,60 +1434,98 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
         }
       }
       if (me->t1 > me->t0 || r->outcome == OUT_RUN) {
-        edges[2 * e] = (edge){me->t0, 1};
-        edges[2 * e + 1] = (edge){me->t1, -1};
+        starts[nrun] = me->t0;
+        ends[nrun++] = me->t1;
       }
       e++;
       break;
     }
     case R_FLUSH:
-      ev_open(&w, "i", TRACE_SCHED_TID, r->w[0]);
-      fprintf(f,
-              ",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"scheduler\",\"args\":{\"slots\":%u,"
-              "\"tasks\":%" PRIu64 ",\"slot_mask\":%" PRIu64 "}}",
-              r->sub ? "flush (interleaved)" : "flush", r->n, r->w[1], r->w[2]);
+      ev_open(&w, 'i', TRACE_SCHED_TID, r->w[0]);
+      p = jw_room(&w, JW_ROOM);
+      p = P_LIT(p, ",\"s\":\"t\",\"name\":\"");
+      p = r->sub ? P_LIT(p, "flush (interleaved)") : P_LIT(p, "flush");
+      p = P_LIT(p, "\",\"cat\":\"scheduler\",\"args\":{\"slots\":");
+      p = p_u64(p, r->n);
+      p = P_LIT(p, ",\"tasks\":");
+      p = p_u64(p, r->w[1]);
+      p = P_LIT(p, ",\"slot_mask\":");
+      p = p_u64(p, r->w[2]);
+      p = P_LIT(p, "}}");
+      jw_done(&w, p);
       if (r->w[3] != tr->bp_last) { /* clients waited for room since the last flush */
-        ev_open(&w, "C", TRACE_SCHED_TID, r->w[0]);
-        fprintf(f, ",\"name\":\"back-pressure waits\",\"args\":{\"waits\":%" PRIu64 "}}", r->w[3]);
+        ev_open(&w, 'C', TRACE_SCHED_TID, r->w[0]);
+        p = jw_room(&w, JW_ROOM);
+        p = P_LIT(p, ",\"name\":\"back-pressure waits\",\"args\":{\"waits\":");
+        p = p_u64(p, r->w[3]);
+        p = P_LIT(p, "}}");
+        jw_done(&w, p);
         tr->bp_last = r->w[3];
       }
       break;
     case R_MARK:
-      ev_open(&w, "i", TRACE_SCHED_TID, r->w[0]);
-      fprintf(f, ",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"%s\",\"args\":{\"stream_slot\":%u",
-              r->sub == WEFT_TRACE_RECLAIM_DONE ? (r->w[2] ? "reclaim rescued" : "reclaim failed")
-                                                : mark_name(r->sub),
-              r->sub == WEFT_TRACE_ALIGN ? "scheduler" : "memory", r->slot);
-      if (r->sub == WEFT_TRACE_ALIGN)
-        fprintf(f, ",\"batches\":%" PRIu64 "}}", r->w[1]);
-      else if (r->sub == WEFT_TRACE_RELOCATE)
-        fprintf(f, ",\"moved\":%" PRIu64 "}}", r->w[1]);
-      else
-        fprintf(f, ",\"bytes\":%" PRIu64 "}}", r->w[1]);
+      ev_open(&w, 'i', TRACE_SCHED_TID, r->w[0]);
+      p = jw_room(&w, JW_ROOM);
+      p = P_LIT(p, ",\"s\":\"t\",\"name\":\"");
+      p = p_str(p, r->sub == WEFT_TRACE_RECLAIM_DONE
+                       ? (r->w[2] ? "reclaim rescued" : "reclaim failed")
+                       : mark_name(r->sub));
+      p = P_LIT(p, "\",\"cat\":\"");
+      p = p_str(p, r->sub == WEFT_TRACE_ALIGN ? "scheduler" : "memory");
+      p = P_LIT(p, "\",\"args\":{\"stream_slot\":");
+      p = p_u64(p, r->slot);
+      p = p_str(p, r->sub == WEFT_TRACE_ALIGN      ? ",\"batches\":"
+                   : r->sub == WEFT_TRACE_RELOCATE ? ",\"moved\":"
+                                                   : ",\"bytes\":");
+      p = p_u64(p, r->w[1]);
+      p = P_LIT(p, "}}");
+      jw_done(&w, p);
       break;
     case R_BUF:
-      weft__buf_name(r->w[1], name, sizeof(name));
-      ev_open(&w, "i", TRACE_SCHED_TID, r->w[0]);
-      fprintf(f,
-              ",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"memory\",\"args\":{\"buffer\":%" PRIu32
-              ",\"name\":\"%s\",\"size\":%" PRIu64 ",\"stream_slot\":%u,\"allocated\":%s}}",
-              buf_event_name(r->sub), (uint32_t)r->w[1], name, r->w[2], r->slot,
-              r->outcome ? "true" : "false");
+    case R_BUF_LABEL: {
+      const lab_ev *l = w.labels.n ? label_at(&w.labels, r->w[1], false, i + 1) : NULL;
+      ev_open(&w, 'i', TRACE_SCHED_TID, r->w[0]);
+      p = jw_room(&w, JW_ROOM);
+      p = P_LIT(p, ",\"s\":\"t\",\"name\":\"");
+      p = p_str(p, r->type == R_BUF_LABEL ? "buffer label" : buf_event_name(r->sub));
+      p = P_LIT(p, "\",\"cat\":\"memory\",\"args\":{\"buffer\":");
+      p = p_u64(p, (uint32_t)r->w[1]);
+      jw_done(&w, p);
+      buf_keys(&w, r->w[1], l);
+      p = jw_room(&w, JW_ROOM);
+      if (r->type == R_BUF_LABEL) {
+        if (r->sub) p = P_LIT(p, ",\"set_before_recording\":true");
+      } else {
+        p = P_LIT(p, ",\"size\":");
+        p = p_u64(p, r->w[2]);
+        p = P_LIT(p, ",\"stream_slot\":");
+        p = p_u64(p, r->slot);
+        p = r->outcome ? P_LIT(p, ",\"allocated\":true") : P_LIT(p, ",\"allocated\":false");
+      }
+      p = P_LIT(p, "}}");
+      jw_done(&w, p);
       break;
+    }
     case R_MEM:
-      ev_open(&w, "C", 0, r->w[0]);
-      fprintf(f,
-              ",\"name\":\"memory stream slot %u\",\"args\":{\"in_use\":%" PRIu64
-              ",\"reserved\":%" PRIu64 "}}",
-              r->slot, r->w[1], r->w[2]);
+      ev_open(&w, 'C', 0, r->w[0]);
+      p = jw_room(&w, JW_ROOM);
+      p = P_LIT(p, ",\"name\":\"memory stream slot ");
+      p = p_u64(p, r->slot);
+      p = P_LIT(p, "\",\"args\":{\"in_use\":");
+      p = p_u64(p, r->w[1]);
+      p = P_LIT(p, ",\"reserved\":");
+      p = p_u64(p, r->w[2]);
+      p = P_LIT(p, "}}");
+      jw_done(&w, p);
       break;
     case R_POISON: {
       size_t len = head_msg(tr, hi, msg);
-      ev_open(&w, "i", TRACE_SCHED_TID, r->w[0]);
-      fputs(",\"s\":\"p\",\"name\":\"device poisoned\",\"cat\":\"failure\",\"args\":{\"error\":",
-            f);
-      jstr(f, msg, len);
-      fputs("}}", f);
+      ev_open(&w, 'i', TRACE_SCHED_TID, r->w[0]);
+      static const char poisoned[] =
+          ",\"s\":\"p\",\"name\":\"device poisoned\",\"cat\":\"failure\",\"args\":{\"error\":";
+      jw_put(&w, poisoned, sizeof(poisoned) - 1);
+      jstr(&w, msg, len);
+      jw_put(&w, "}}", 2);
       break;
     }
     default:
@@ -1078,23 +1533,36 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
     }
   }
   /* The workers' occupancy: how many task runs overlap, over time. */
-  qsort(edges, 2 * n, sizeof(*edges), edge_cmp);
+  time_sort(starts, nrun);
+  time_sort(ends, nrun);
   int64_t busy = 0;
-  for (uint64_t i = 0; i < 2 * n; i++) {
-    if (!edges[i].d) continue;
-    busy += edges[i].d;
-    if (i + 1 < 2 * n && edges[i + 1].t == edges[i].t) continue; /* one sample per instant */
-    ev_open(&w, "C", 0, edges[i].t);
-    fprintf(f, ",\"name\":\"workers busy\",\"args\":{\"tasks running\":%" PRId64 "}}", busy);
+  for (uint64_t is = 0, ie = 0; is < nrun || ie < nrun;) {
+    bool end = ie < nrun && (is == nrun || ends[ie] <= starts[is]); /* an end first at a tie */
+    uint64_t t = end ? ends[ie++] : starts[is++];
+    busy += end ? -1 : 1;
+    if ((ie < nrun && ends[ie] == t) || (is < nrun && starts[is] == t))
+      continue; /* one sample per instant */
+    ev_open(&w, 'C', 0, t);
+    char *p = jw_room(&w, JW_ROOM);
+    p = P_LIT(p, ",\"name\":\"workers busy\",\"args\":{\"tasks running\":");
+    p = p_i64(p, busy);
+    p = P_LIT(p, "}}");
+    jw_done(&w, p);
   }
-  fputs("\n]}\n", f);
+  jw_put(&w, "\n]}\n", 4);
+  jw_flush(&w);
+  if (w.failed)
+    st = weft_error_make(WEFT_ERR_GENERIC, "writing the trace failed (%s)", strerror(w.err));
 out:
   if (fclose(f) != 0 && !st)
     st = weft_error_make(WEFT_ERR_GENERIC, "writing the trace failed (%s)", strerror(errno));
   weft__free(a, evs, b_evs, 16);
   weft__free(a, pos, b_pos, 16);
   weft__free(a, per_slot, b_slot, 16);
-  weft__free(a, edges, b_edges, 16);
+  weft__free(a, starts, b_edges, 16);
   weft__free(a, cm.slots, b_cm, 16);
+  weft__free(a, out, JW_BYTES, 64);
+  weft__free(a, lab_ev_mem, sizeof(*lab_ev_mem) * nlab, 16);
+  weft__free(a, lab_text, lab_bytes + 1, 1);
   return st;
 }

@@ -50,6 +50,10 @@ void weft__trace_mark(weft_device *dev, weft_trace_mark_kind what, uint32_t slot
                       uint64_t b);
 /* A buffer created, released or freed, and its stream's memory counters. */
 void weft__trace_buffer(weft_device *dev, weft_trace_buf_kind what, const weft_buf *b);
+/* A live buffer took its label (weft_buffer_set_label; its new |label|, or
+ * NULL when it was cleared), labels.c: the writer names the buffer by the
+ * label in the events after it. */
+void weft__trace_buf_label(weft_device *dev, const weft_buf *b);
 
 /* CMD_TRACE: begin or end on the scheduler. */
 void weft__trace_process(weft_device *dev, cmd *c);

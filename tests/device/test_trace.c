@@ -3,7 +3,9 @@
  * it agrees with the device: one launch event per launch run, failed or
  * skipped; a failure and its skipped dependents share a failure id and are
  * joined by flow arrows; cross-stream waits are flows; a wrapped ring keeps
- * the newest events and counts the dropped ones; refusals lose nothing. In
+ * the newest events and counts the dropped ones; refusals lose nothing; a
+ * binding and a buffer event name a labelled buffer by the label it had at
+ * that event (weft_buffer_set_label, before or during the recording). In
  * the scheduler mode WEFT_SCHEDULER selects (CTest runs both). */
 #include <criterion/criterion.h>
 #include <stdatomic.h>
@@ -417,6 +419,202 @@ Test(trace, a_launch_that_waits_behind_a_chain_starts_after_its_producer, .timeo
   cr_assert_geq(tc + 0.002, tp + dp,
                 "the waiting launch starts at %.3f, before its producer ended (%.3f)", tc, tp + dp);
   cr_assert(flow_between(root, "wait", prod, cons));
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+/* ---- buffer labels (weft_buffer_set_label) ------------------------------------------------ */
+
+/* The binding of |ev| (a launch or copy event) to |b|, or NULL. */
+static const jv *binding_of(const jv *ev, weft_buffer b) {
+  const jv *bds = jv_get(jv_get(ev, "args"), "bindings");
+  cr_assert(bds && bds->t == JV_ARR, "the event lists its bindings");
+  for (size_t i = 0; i < bds->n; i++) {
+    double id = 0;
+    if (jv_num(bds->kids[i], "buffer", &id) && id == (double)(uint32_t)b.id) return bds->kids[i];
+  }
+  return NULL;
+}
+
+/* |o| (a binding, or a buffer event's args) names |b| as reports do: by
+ * |label| with a "label" key, or (NULL) as "buffer #N" with none. */
+static void expect_named(const jv *o, weft_buffer b, const char *label, const char *what) {
+  cr_assert_not_null(o, "%s: no such binding or event", what);
+  char want[256];
+  if (label)
+    snprintf(want, sizeof(want), "buffer '%s' (#%" PRIu32 ")", label, (uint32_t)b.id);
+  else
+    snprintf(want, sizeof(want), "buffer #%" PRIu32, (uint32_t)b.id);
+  const char *name = jv_str(o, "name"), *got = jv_str(o, "label");
+  cr_assert(name && !strcmp(name, want), "%s: named '%s', not '%s'", what, name ? name : "(none)",
+            want);
+  if (label)
+    cr_assert(got && !strcmp(got, label), "%s: label '%s', not '%s'", what, got ? got : "(none)",
+              label);
+  else
+    cr_assert_null(jv_get(o, "label"), "%s: a label key (%s) on an unlabelled buffer", what,
+                   got ? got : "not a string");
+}
+
+/* The args of the |nth| (0-based) instant named |name| about buffer |b|, or NULL. */
+static const jv *buffer_event(const jv *root, const char *name, weft_buffer b, int nth) {
+  const jv *evs = trace_events(root);
+  for (size_t i = 0; i < evs->n; i++) {
+    const char *n = jv_str(evs->kids[i], "name");
+    const jv *args = jv_get(evs->kids[i], "args");
+    double id = 0;
+    if (n && !strcmp(n, name) && jv_num(args, "buffer", &id) && id == (double)(uint32_t)b.id &&
+        nth-- == 0)
+      return args;
+  }
+  return NULL;
+}
+
+Test(trace, a_labelled_buffers_binding_carries_its_label, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64);
+  const char *label = "attn \"weights\"\\v1"; /* escaped in the file */
+  EXPECT_OK(weft_buffer_set_label(e.dev, b, label));
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  uint64_t no = stats(e.dev).launches + 1;
+  launch(e.dev, 0, k, a, b);
+  EXPECT_OK(weft_buffer_write(e.dev, 0, b, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  char path[256];
+  trace_path(path, sizeof(path), "buflabel");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  const jv *ev = launch_event(root, (double)no);
+  cr_assert_not_null(ev);
+  expect_named(binding_of(ev, b), b, label, "the launch's binding of the labelled buffer");
+  expect_named(binding_of(ev, a), a, NULL, "the launch's binding of the other one");
+  /* A write's binding, and the buffer's events from its label on. */
+  const jv *evs = trace_events(root), *copy = NULL;
+  for (size_t i = 0; i < evs->n; i++) {
+    const char *c = jv_str(evs->kids[i], "cat");
+    if (c && !strcmp(c, "copy") && binding_of(evs->kids[i], b)) copy = evs->kids[i];
+  }
+  cr_assert_not_null(copy, "the write into the labelled buffer");
+  expect_named(binding_of(copy, b), b, label, "the write's binding");
+  expect_named(buffer_event(root, "buffer create", b, 0), b, NULL,
+               "its creation, before the label");
+  expect_named(buffer_event(root, "buffer label", b, 0), b, label, "the label event");
+  expect_named(buffer_event(root, "buffer release", b, 0), b, label, "its release");
+  expect_named(buffer_event(root, "buffer free", b, 0), b, label, "its free");
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+Test(trace, a_label_set_before_the_trace_began_shows, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 1, 64), c = buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_buffer_set_label(e.dev, a, "input"));
+  EXPECT_OK(weft_buffer_set_label(e.dev, b, "output"));
+  EXPECT_OK(weft_buffer_set_label(e.dev, c, "gone"));
+  EXPECT_OK(weft_buffer_set_label(e.dev, c, NULL)); /* cleared before the recording */
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  uint64_t no = stats(e.dev).launches + 1;
+  launch(e.dev, 0, k, a, b);
+  launch(e.dev, 0, k, a, c);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  char path[256];
+  trace_path(path, sizeof(path), "labelbefore");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  const jv *first = launch_event(root, (double)no), *second = launch_event(root, (double)no + 1);
+  cr_assert(first && second);
+  expect_named(binding_of(first, a), a, "input", "the read binding");
+  expect_named(binding_of(first, b), b, "output", "the write binding");
+  expect_named(binding_of(second, c), c, NULL, "a buffer whose label was cleared before");
+  const jv *set = buffer_event(root, "buffer label", b, 0);
+  expect_named(set, b, "output", "the begin's label event");
+  const jv *before = jv_get(set, "set_before_recording");
+  cr_assert(before && before->t == JV_BOOL && before->b, "said to be set before the recording");
+  cr_assert_null(buffer_event(root, "buffer label", c, 0), "no label event for an unlabelled one");
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+Test(trace, a_relabel_mid_trace_changes_later_events_only, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc"), ks;
+  EXPECT_OK(weft_kernel_host(e.dev, "slow_inc", slow_inc, NULL, &ks));
+  weft_buffer a = buffer(e.dev, 0, 64), x = buffer(e.dev, 0, 64);
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_buffer_set_label(e.dev, x, "first"));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  uint64_t no = stats(e.dev).launches + 1;
+  /* Still running (20 ms) when the relabel is taken: it retires after the
+   * label's record, and shows the label it was launched with. */
+  launch(e.dev, 0, ks, a, x);
+  EXPECT_OK(weft_buffer_set_label(e.dev, x, "second"));
+  launch(e.dev, 0, k, a, x);
+  EXPECT_OK(weft_buffer_set_label(e.dev, x, NULL));
+  launch(e.dev, 0, k, a, x);
+  EXPECT_OK(weft_buffer_set_label(e.dev, x, "third"));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  char path[256];
+  trace_path(path, sizeof(path), "relabel");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  const char *want[3] = {"first", "second", NULL};
+  for (int i = 0; i < 3; i++) {
+    const jv *ev = launch_event(root, (double)(no + (uint64_t)i));
+    cr_assert_not_null(ev, "launch %d", i);
+    char what[64];
+    snprintf(what, sizeof(what), "launch %d's binding", i);
+    expect_named(binding_of(ev, x), x, want[i], what);
+    expect_named(binding_of(ev, a), a, NULL, what);
+  }
+  expect_named(buffer_event(root, "buffer label", x, 0), x, "first", "the label at begin");
+  expect_named(buffer_event(root, "buffer label", x, 1), x, "second", "the relabel");
+  expect_named(buffer_event(root, "buffer label", x, 2), x, NULL, "the label cleared");
+  expect_named(buffer_event(root, "buffer label", x, 3), x, "third", "the last label");
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
+Test(trace, an_unlabelled_buffer_has_no_label_key, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64), l = buffer(e.dev, 0, 64);
+  EXPECT_OK(weft_buffer_set_label(e.dev, l, "labelled")); /* the only one */
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  uint64_t no = stats(e.dev).launches + 1;
+  launch(e.dev, 0, k, a, b);
+  launch(e.dev, 0, k, l, b);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  EXPECT_OK(weft_sync(e.dev, 0));
+  char path[256];
+  trace_path(path, sizeof(path), "nolabel");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  const jv *first = launch_event(root, (double)no), *second = launch_event(root, (double)no + 1);
+  cr_assert(first && second);
+  expect_named(binding_of(first, a), a, NULL, "an unlabelled input");
+  expect_named(binding_of(first, b), b, NULL, "an unlabelled output");
+  expect_named(binding_of(second, b), b, NULL, "the output, next to a labelled input");
+  expect_named(binding_of(second, l), l, "labelled", "the labelled input");
+  expect_named(buffer_event(root, "buffer create", b, 0), b, NULL, "its creation");
+  expect_named(buffer_event(root, "buffer release", b, 0), b, NULL, "its release");
   jv_free(root);
   remove(path);
   env_close(&e);
