@@ -923,7 +923,26 @@ static char *p_time(const jw *w, char *p, uint64_t ticks) {
   return p_frac(p, v % 1000, 3);
 }
 
-/* |s| (its first |len| bytes, up to a NUL) escaped for a JSON string. */
+/* The length of the UTF-8 sequence (RFC 3629: no overlong form, no
+ * surrogate, nothing past U+10FFFF) that starts a non-ASCII byte at |s|,
+ * within |n| bytes, or 0 when the byte starts none. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t k = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+  if (!k || k > n) return 0;
+  uint32_t cp = c & (0x7fu >> k);
+  for (size_t j = 1; j < k; j++) {
+    if ((s[j] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[j] & 0x3fu);
+  }
+  static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  return cp < least[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : k;
+}
+
+/* |s| (its first |len| bytes, up to a NUL) escaped for a JSON string. The
+ * file is UTF-8, as JSON text must be: a byte of a label or message that is
+ * not part of valid UTF-8 is written as the code point of its value
+ * (U+00XX, escaped: as if Latin-1), valid UTF-8 as it is. */
 static void jw_esc(jw *w, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
   size_t i = 0;
@@ -938,8 +957,18 @@ static void jw_esc(jw *w, const char *s, size_t len) {
         p = P_LIT(p, "\\u00");
         *p++ = hex[ch >> 4];
         *p++ = hex[ch & 15];
-      } else {
+      } else if (ch < 0x80) {
         *p++ = (char)ch;
+      } else {
+        size_t n = utf8_seq((const unsigned char *)s + i, len - i); /* no NUL in a sequence */
+        if (n) {
+          p = p_cpy(p, s + i, n); /* at most 4 bytes for one of the 6 it has room for */
+          i += n - 1;
+        } else {
+          p = P_LIT(p, "\\u00");
+          *p++ = hex[ch >> 4];
+          *p++ = hex[ch & 15];
+        }
       }
     }
     jw_done(w, p);

@@ -620,6 +620,71 @@ Test(trace, an_unlabelled_buffer_has_no_label_key, .timeout = 60) {
   env_close(&e);
 }
 
+/* True when the |n| bytes at |s| are UTF-8 as RFC 3629 has it (no overlong
+ * form, no surrogate, nothing past U+10FFFF): what JSON text must be. */
+static bool valid_utf8(const unsigned char *s, size_t n, size_t *bad) {
+  for (size_t i = 0; i < n;) {
+    unsigned c = s[i], k = c < 0x80             ? 0
+                           : (c & 0xe0) == 0xc0 ? 1
+                           : (c & 0xf0) == 0xe0 ? 2
+                           : (c & 0xf8) == 0xf0 ? 3
+                                                : 4;
+    uint32_t cp = k == 0 ? c : k == 1 ? c & 0x1f : k == 2 ? c & 0x0f : c & 0x07;
+    bool ok = k < 4 && i + k < n;
+    for (unsigned j = 1; ok && j <= k; j++) {
+      ok = (s[i + j] & 0xc0) == 0x80;
+      cp = cp << 6 | (s[i + j] & 0x3f);
+    }
+    static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
+    if (!ok || cp < least[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      *bad = i;
+      return false;
+    }
+    i += k + 1;
+  }
+  return true;
+}
+
+Test(trace, a_label_whose_bytes_are_not_utf8_leaves_the_file_valid_utf8, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64);
+  /* Latin-1, a lone continuation byte, a truncated sequence, an overlong
+   * '/', a surrogate, and valid UTF-8 that must stay as it is. */
+  const char *odd = "caf\xe9 \x80 \xe2\x82 \xc0\xaf \xed\xa0\x80 ok \xc3\xa9\xe2\x82\xac";
+  EXPECT_OK(weft_buffer_set_label(e.dev, a, odd)); /* before the recording */
+  EXPECT_OK(weft_trace_begin(e.dev, 0));
+  EXPECT_OK(weft_buffer_set_label(e.dev, b, "\xff\xfe"));
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  launch(e.dev, 0, k, a, b);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  char path[256];
+  trace_path(path, sizeof(path), "oddlabel");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f);
+  static unsigned char bytes[1 << 20];
+  size_t n = fread(bytes, 1, sizeof(bytes), f);
+  fclose(f);
+  size_t bad = 0;
+  cr_assert(valid_utf8(bytes, n, &bad),
+            "the trace is not UTF-8 (JSON text must be) at byte %zu: 0x%02x in \"%.40s\"", bad,
+            bytes[bad], (const char *)bytes + (bad > 20 ? bad - 20 : 0));
+  cr_assert_not_null(memmem(bytes, n, "\xc3\xa9\xe2\x82\xac", 5),
+                     "valid UTF-8 in a label is written as it is");
+  jv *root = load_checked(path);
+  const jv *args = buffer_event(root, "buffer label", a, 0);
+  cr_assert_not_null(args, "the label set before the recording");
+  const char *label = jv_str(args, "label");
+  cr_assert(label && !strncmp(label, "caf", 3), "its label: %s", label ? label : "(none)");
+  jv_free(root);
+  remove(path);
+  EXPECT_OK(weft_buffer_release(e.dev, a));
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  env_close(&e);
+}
+
 /* ---- the ring ---------------------------------------------------------------------------- */
 
 Test(trace, a_ring_that_wraps_keeps_the_newest_events_and_counts_the_dropped, .timeout = 60) {
