@@ -497,6 +497,20 @@ static void run_read(weft_task *t, weft_stream *on) {
   if (err) {
     c->result = OUT_FAILED;
     c->error = err;
+    return;
+  }
+  /* An async read on the host fills |dst| as it runs, when the bytes are
+   * clean by the run-time taint (the one launches are skipped by, which the
+   * error graph's verdict at retirement agrees with): so work that
+   * weft_stream_wait_event orders after the read finds |dst| filled. Tainted
+   * bytes wait for the verdict, and a failed read leaves |dst| untouched. A
+   * deferred backend's bytes land in the staging block later: it fills |dst|
+   * at retirement. */
+  if (c->rd == RD_ASYNC && !be->deferred &&
+      !weft_taint_failure(&b->exec, weft__range_of(c->offset, c->len))) {
+    weft_event_obj *e = c->event;
+    memcpy(e->dst, c->data, (size_t)c->len);
+    e->filled = true;
   }
 }
 

@@ -67,6 +67,7 @@ weft_event_obj *weft__event_new(weft_device *dev, weft_event *out, weft_status *
   }
   e->result = NULL;
   e->dst = e->staging = NULL;
+  e->filled = false;
   e->len = 0;
   e->rec = NULL;
   atomic_store_explicit(&e->done, 0, memory_order_relaxed);
@@ -138,7 +139,7 @@ static weft_event_obj *event_get(weft_device *dev, weft_event ev, weft_status *e
 
 void weft__event_complete(weft_device *dev, weft_event_obj *e, weft_status st) {
   if (e->staging) { /* read_async: the bytes reach the caller only if the read succeeded */
-    if (!st) memcpy(e->dst, e->staging, (size_t)e->len);
+    if (!st && !e->filled) memcpy(e->dst, e->staging, (size_t)e->len);
     weft__free(&dev->alloc, e->staging, (size_t)e->len, 16);
     e->staging = NULL;
   }

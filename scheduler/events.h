@@ -18,6 +18,7 @@ typedef struct weft_event_obj {
   /* weft_buffer_read_async: the caller's destination and the staging block */
   void *dst, *staging;
   uint64_t len;
+  bool filled; /* the host worker copied the staged bytes to |dst| when the read ran */
   /* scheduler only: the record's command while it is placed and not retired */
   struct cmd *rec;
   struct weft_event_obj *next_all, *next_free; /* dev->events lists (under the lock) */

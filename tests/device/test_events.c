@@ -199,6 +199,71 @@ Test(events, stream_wait_event_on_a_read_async_orders_the_other_stream_after_the
   env_close(&e);
 }
 
+/* A kernel on another stream, ordered after a read_async by
+ * weft_stream_wait_event alone, looks at the read's destination. */
+typedef struct dst_look {
+  volatile uint8_t *dst;
+  _Atomic int seen;
+} dst_look;
+
+static weft_status looks_at_dst(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx;
+  dst_look *l = user;
+  atomic_store(&l->seen, l->dst[0]);
+  return NULL;
+}
+
+static weft_status refuses(const weft_kernel_ctx *ctx, void *user) {
+  (void)ctx;
+  (void)user;
+  return weft_error_make(WEFT_ERR_GENERIC, "the kernel said no");
+}
+
+Test(events, work_ordered_after_a_read_async_finds_its_destination_filled_or_untouched) {
+  env e = env_new();
+  static uint8_t dst[64];
+  dst_look l = {.dst = dst, .seen = -1};
+  weft_kernel look, bad;
+  EXPECT_OK(weft_kernel_host(e.dev, "look", looks_at_dst, &l, &look));
+  EXPECT_OK(weft_kernel_host(e.dev, "refuses", refuses, NULL, &bad));
+  weft_buffer a, b, t;
+  EXPECT_OK(weft_buffer_create(e.dev, 0, 64, &a));
+  EXPECT_OK(weft_buffer_create(e.dev, 0, 64, &t));
+  EXPECT_OK(weft_buffer_create(e.dev, 1, 64, &b));
+  uint8_t sevens[64];
+  memset(sevens, 7, sizeof(sevens));
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, sevens, sizeof(sevens)));
+  launch_on(e.dev, 0, bad, t); /* t's bytes are left unwritten by a failure */
+  for (int i = 0; i < 100; i++) {
+    bool tainted = i % 4 == 3;
+    memset(dst, 0, sizeof(dst));
+    atomic_store(&l.seen, -1);
+    weft_event rd, done;
+    EXPECT_OK(weft_buffer_read_async(e.dev, 0, tainted ? t : a, 0, dst, sizeof(dst), &rd));
+    EXPECT_OK(weft_stream_wait_event(e.dev, 1, rd));
+    launch_on(e.dev, 1, look, b); /* shares no buffer with the read */
+    EXPECT_OK(weft_event_record(e.dev, 1, &done));
+    EXPECT_OK(weft_event_wait(e.dev, done, UINT64_MAX));
+    cr_assert_eq(atomic_load(&l.seen), tainted ? 0 : 7,
+                 "round %d: the kernel after the read saw dst[0] = %d", i, atomic_load(&l.seen));
+    weft_status st = weft_event_wait(e.dev, rd, UINT64_MAX);
+    if (tainted) {
+      cr_assert_eq(weft_error_kind_of(st), WEFT_ERR_SEVERAL, "round %d", i);
+      weft_error_free(st);
+      for (size_t j = 0; j < sizeof(dst); j++) cr_assert_eq(dst[j], 0, "a failed read wrote dst");
+    } else {
+      EXPECT_OK(st);
+      for (size_t j = 0; j < sizeof(dst); j++) cr_assert_eq(dst[j], 7);
+    }
+    EXPECT_OK(weft_event_release(e.dev, rd));
+    EXPECT_OK(weft_event_release(e.dev, done));
+  }
+  EXPECT_OK(weft_buffer_release(e.dev, a));
+  EXPECT_OK(weft_buffer_release(e.dev, b));
+  EXPECT_OK(weft_buffer_release(e.dev, t));
+  env_close(&e);
+}
+
 /* A kernel that reads its own buffer asynchronously on its own stream (the
  * read is ordered after the kernel) and waits for the read: refused, not a
  * deadlock; the read itself completes once the kernel returned. */
