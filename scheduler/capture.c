@@ -686,7 +686,6 @@ static void replay_fused(weft_device *dev, weft_capture *cap, replay_instance *i
     else
       f->head = &head[s]->task;
     f->tail = &tail[s]->task;
-    if (dev->trace) weft__trace_wrap_chain(dev, &head[s]->task); /* stamps each launch's run */
     weft_stream_submit(dev->streams[s], &head[s]->task, &tail[s]->task);
   }
 }

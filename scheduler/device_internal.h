@@ -118,14 +118,11 @@ typedef struct cmd {
     struct weft_event_obj *event; /* EVENT, EVENT_WAIT, EVENT_CHECK, READ (RD_ASYNC): one ref */
     struct weft_export *export;   /* READ (RD_EXPORT) */
   };
-  /* A task placed while tracing runs through trace.c's wrapper, which keeps
-   * the task's run function in |tr_run| until it runs, then stamps its run
-   * interval in |tr_t0| (at the command's end) and |tr_t1| (CLOCK_MONOTONIC
-   * ns): tasks are never MEMORY. */
+  /* A task run while its stream stamps (a trace: weft_stream_stamp_at) has
+   * its run interval here, in weft_clock_ticks: tasks are never MEMORY. */
   union {
-    struct weft_memory_call *mem;                  /* MEMORY: the call, on the caller's stack */
-    uint64_t tr_t1;                                /* a traced task: when its run ended */
-    void (*tr_run)(weft_task *t, weft_stream *on); /* a traced task, until it runs: its run */
+    struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
+    weft_task_stamp tr;           /* a traced task: its run (t0 0: not stamped) */
   };
   /* line 4: copies and buffer calls */
   uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
@@ -134,7 +131,6 @@ typedef struct cmd {
     void *data;        /* WRITE: bytes; READ: destination; LABEL: the label */
     const char *label; /* LAUNCH: its interned label (weft_launch_ex), or NULL */
   };
-  uint64_t tr_t0; /* a traced task: when its run began (0: not yet) */
 } cmd;
 
 /* A replay instance's bookkeeping (capture.c): its launches placed and not

@@ -315,6 +315,7 @@ weft_stream *weft__stream_create(weft_device *dev, uint32_t slot, weft_status *e
                        (weft_drop_fence_ops){fence_make, fence_wait, &dev->slot_refs[slot]});
   dev->drops[slot].held = &dev->staged_bytes;
   dev->stats.streams_created++;
+  if (__builtin_expect(dev->trace != NULL, 0)) weft__trace_stamp(dev->streams[slot], true);
   WEFT_LOGF(WEFT_LOG_INFO, "stream slot %u created (%llu of %u)", slot,
             (unsigned long long)dev->stats.streams_created, dev->max_streams);
   return dev->streams[slot];

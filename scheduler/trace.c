@@ -1,6 +1,7 @@
-/* The trace (trace.h): recording into the ring on the scheduler, the run
- * wrapper that stamps a task's interval on the thread that runs it, the
- * public begin and end, and the Chrome trace-event JSON writer.
+/* The trace (trace.h): recording into the ring on the scheduler (a task's
+ * run interval is stamped by the thread that runs it: the streams stamp
+ * while a trace records), the public begin and end, and the Chrome
+ * trace-event JSON writer.
  *
  * A record is 64 bytes: a head (a task, a flush, a mark, a buffer event, a
  * memory sample, the poisoning) followed by its details (bindings, waits,
@@ -25,6 +26,7 @@
 #endif
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/error_graph.h"
 #include "scheduler/buffers.h"
@@ -77,8 +79,8 @@ struct weft_trace {
   uint64_t cap, at;           /* the next record written */
   uint64_t wraps;             /* times |at| went round: with a wrap, every record holds something */
   uint64_t heads;             /* heads written: those no longer in the ring were dropped */
-  uint64_t begin_ns, placed0; /* tasks placed after placed0 were wrapped */
-  uint64_t begin_tick;        /* trace_clock() at begin_ns: stamps are ticks from here */
+  uint64_t begin_ns, placed0; /* tasks placed after placed0 ran stamped */
+  uint64_t begin_tick;        /* weft_clock_ticks() at begin_ns: stamps are ticks from here */
   uint64_t bp_last;           /* back-pressure waits at the last flush */
   bool poison_seen;
   bool timed; /* the backend times launches on the device (device_ms) */
@@ -90,43 +92,6 @@ static inline uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
-
-/* The recording's clock: the time-stamp counter where the kernel itself
- * keeps CLOCK_MONOTONIC on it (x86-64, clocksource "tsc": invariant and
- * synchronised across cores, or Linux would not use it), else
- * CLOCK_MONOTONIC in ns. rdtsc costs about 11 ns of CPU on this VM against
- * 26 for clock_gettime, on a task that runs in about 150: stamps are ticks,
- * turned into ns when the file is written (tick_scale). Chosen once per
- * process, before the first recording is installed. */
-static _Atomic int clock_tsc = -1; /* -1: not chosen yet */
-
-static bool kernel_clock_is_tsc(void) {
-#if defined(__x86_64__)
-  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
-  if (!f) return false;
-  char name[32] = "";
-  bool tsc = fgets(name, sizeof(name), f) && !strcmp(name, "tsc\n");
-  fclose(f);
-  return tsc;
-#else
-  return false;
-#endif
-}
-
-static void clock_choose(void) {
-  if (atomic_load_explicit(&clock_tsc, memory_order_relaxed) < 0) {
-    int tsc = !weft_config_trace_monotonic() && kernel_clock_is_tsc();
-    atomic_store_explicit(&clock_tsc, tsc, memory_order_relaxed);
-  }
-}
-
-static inline uint64_t trace_clock(void) {
-#if defined(__x86_64__)
-  if (__builtin_expect(atomic_load_explicit(&clock_tsc, memory_order_relaxed) > 0, 1))
-    return __builtin_ia32_rdtsc();
-#endif
-  return now_ns();
 }
 
 /* ---- recording (scheduler role only) ----------------------------------------------------- */
@@ -216,7 +181,7 @@ static void rec_poison(weft_device *dev, weft_trace *tr) {
   char msg[TRACE_MSG_MAX];
   size_t len = format_error(dev->live.poison_error, msg);
   trace_rec *r = rec_head(tr, R_POISON, 0, 0, msg_records(len));
-  r->w[0] = trace_clock();
+  r->w[0] = weft_clock_ticks();
   rec_msg(tr, msg, len);
 }
 
@@ -230,10 +195,10 @@ static inline void check_poison(weft_device *dev, weft_trace *tr) {
 static __attribute__((noinline)) void trace_task_any(weft_device *dev, weft_trace *tr,
                                                      const cmd *c) {
   check_poison(dev, tr);
-  uint64_t t0 = c->tr_t0, t1 = c->tr_t1;
+  uint64_t t0 = c->tr.t0, t1 = c->tr.t1;
   bool stamped = c->task.placed > tr->placed0 && t0 >= tr->begin_tick && t1 >= t0;
   if (!stamped)
-    t0 = t1 = trace_clock(); /* placed before the recording began: shown as it retires */
+    t0 = t1 = weft_clock_ticks(); /* placed before the recording began: shown as it retires */
   uint32_t nb = c->kind == CMD_LAUNCH ? c->nb : (c->kind == CMD_WRITE || c->kind == CMD_READ);
   char msg[TRACE_MSG_MAX];
   size_t len = 0;
@@ -303,7 +268,7 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
   weft_trace *tr = dev->trace;
   uint32_t nb = c->nb;
   if (__builtin_expect(c->kind != CMD_LAUNCH || c->result != OUT_RUN || nb > 2 || c->task.nwaits ||
-                           c->task.placed <= tr->placed0 || c->tr_t0 < tr->begin_tick || tr->timed,
+                           c->task.placed <= tr->placed0 || c->tr.t0 < tr->begin_tick || tr->timed,
                        0)) {
     trace_task_any(dev, tr, c);
     return;
@@ -311,7 +276,7 @@ void weft__trace_task(weft_device *dev, const cmd *c) {
   tr->heads++;
   rec_put(rec_next(tr),
           rec_hdr(R_TASK, CMD_LAUNCH, OUT_RUN, 1, c->on_slot, (nb != 0) + (c->label != NULL)),
-          c->tr_t0, c->tr_t1, c->launch_no, c->task.seq, 0, 0,
+          c->tr.t0, c->tr.t1, c->launch_no, c->task.seq, 0, 0,
           c->kernel | (uint64_t)weft__slot_of(dev, c->stream) << 32 |
               (uint64_t)(c->graph != NULL) << 63);
   if (nb) {
@@ -334,57 +299,6 @@ void weft__trace_fence(void) {
 #endif
 }
 
-/* A task's run interval is stamped on the thread that runs it, with one
- * clock read where it can: a task that follows the previous one of its
- * placed chain, on the same stream and thread, without a wait of its own,
- * starts when that one ended (the pool's hop between them counts as the
- * later task's). The first of a chain, one with waits, or one that another
- * thread's or another stream's task came before reads the clock twice. */
-typedef struct trace_lane {
-  const weft_stream *on;
-  uint64_t seq, t1;
-} trace_lane;
-static _Thread_local trace_lane last_run __attribute__((tls_model("initial-exec")));
-
-#define TRACE_CHAINED UINT64_C(1) /* tr_t0 before the run: may start at the last end */
-
-/* The command is the running thread's until its stream's cursor passes it
- * (after this returns). */
-static void trace_run(weft_task *t, weft_stream *on) {
-  cmd *c = (cmd *)t;
-  void (*run)(weft_task *, weft_stream *) = c->tr_run;
-  t->run = run;
-  trace_lane *l = &last_run;
-  uint64_t seq = t->seq;
-  /* nwaits is read here, not at wrap: the flush wraps a batch before it is
-   * placed, and a task that waited ran after its producer, not at the end of
-   * the task before it (a wait's flow must not finish before it starts). */
-  uint64_t t0 = c->tr_t0 == TRACE_CHAINED && !t->nwaits && l->on == on && l->seq + 1 == seq
-                    ? l->t1
-                    : trace_clock();
-  run(t, on);
-  uint64_t t1 = trace_clock();
-  c->tr_t0 = t0;
-  c->tr_t1 = t1;
-  *l = (trace_lane){on, seq, t1};
-}
-
-static inline void wrap(weft_task *t, bool chained) {
-  cmd *c = (cmd *)t;
-  c->tr_run = t->run;
-  c->tr_t0 = chained ? TRACE_CHAINED : 0;
-  t->run = trace_run;
-}
-
-static inline void wrap_chain(weft_task *first) {
-  for (weft_task *t = first; t; t = weft_task_next(t)) wrap(t, t != first);
-}
-
-void weft__trace_wrap_chain(weft_device *dev, weft_task *first) {
-  (void)dev;
-  wrap_chain(first);
-}
-
 void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool interleave) {
   weft_trace *tr = dev->trace;
   check_poison(dev, tr);
@@ -393,10 +307,9 @@ void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool
     const weft_batch *b = &dev->ms.batches[slots[i]];
     tasks += b->n;
     mask |= UINT64_C(1) << slots[i];
-    wrap_chain(b->head);
   }
   trace_rec *r = rec_head(tr, R_FLUSH, interleave, (uint16_t)slots[0], (uint16_t)n);
-  r->w[0] = trace_clock();
+  r->w[0] = weft_clock_ticks();
   r->w[1] = tasks;
   r->w[2] = mask;
   r->w[3] = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
@@ -405,14 +318,14 @@ void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool
 void weft__trace_mark(weft_device *dev, weft_trace_mark_kind what, uint32_t slot, uint64_t a,
                       uint64_t b) {
   trace_rec *r = rec_head(dev->trace, R_MARK, (uint8_t)what, (uint16_t)slot, 0);
-  r->w[0] = trace_clock();
+  r->w[0] = weft_clock_ticks();
   r->w[1] = a;
   r->w[2] = b;
 }
 
 void weft__trace_buffer(weft_device *dev, weft_trace_buf_kind what, const weft_buf *b) {
   weft_trace *tr = dev->trace;
-  uint64_t t = trace_clock();
+  uint64_t t = weft_clock_ticks();
   uint32_t slot = b->mm ? b->slot : 0;
   trace_rec *r = rec_head(tr, R_BUF, (uint8_t)what, (uint16_t)slot, 0);
   r->outcome = b->allocated;
@@ -431,7 +344,7 @@ void weft__trace_buffer(weft_device *dev, weft_trace_buf_kind what, const weft_b
 static void rec_buf_label(weft_device *dev, weft_trace *tr, const weft_buf *b, bool before) {
   size_t len = b->label ? strnlen(b->label, WEFT_MAX_LABEL_LEN) : 0;
   trace_rec *r = rec_head(tr, R_BUF_LABEL, before, 0, msg_records(len));
-  r->w[0] = trace_clock();
+  r->w[0] = weft_clock_ticks();
   r->w[1] = b->id;
   r->w[2] = before ? 0 : dev->cmds.launches_numbered;
   rec_msg(tr, b->label, len);
@@ -469,7 +382,7 @@ static weft_status trace_make(weft_device *dev, uint64_t max_events, weft_trace 
                            max_events, TRACE_MAX_RECORDS);
   uint64_t cap = max_events ? max_events : TRACE_DEFAULT_EVENTS;
   if (cap < TRACE_MIN_RECORDS) cap = TRACE_MIN_RECORDS;
-  clock_choose(); /* before the ring is installed: every stamp after is in its clock */
+  weft_clock_choose(); /* before the ring is installed: every stamp after is in its clock */
   weft_trace *tr = weft__calloc(&dev->alloc, sizeof(*tr), 16);
   if (!tr) return weft__oom(sizeof(*tr), "a trace");
   tr->ring = weft__alloc(&dev->alloc, sizeof(trace_rec) * cap, 64);
@@ -499,14 +412,22 @@ static void trace_timing(weft_device *dev, bool on) {
   if (b && b->vt->trace_timing && b->vt->device_ms) b->vt->trace_timing(b, on);
 }
 
+/* Every stream stamps its tasks' runs while the recording lasts (a stream
+ * made meanwhile starts stamping when it is made: multistream.c). */
+static void trace_stamping(weft_device *dev, bool on) {
+  for (uint32_t i = 0; i < dev->max_streams; i++)
+    if (dev->streams[i]) weft__trace_stamp(dev->streams[i], on);
+}
+
 static void trace_install(weft_device *dev, weft_trace *tr) {
   trace_timing(dev, true);
   tr->timed = dev->backend && dev->backend->vt->trace_timing && dev->backend->vt->device_ms;
   tr->begin_ns = now_ns();
-  tr->begin_tick = trace_clock();
+  tr->begin_tick = weft_clock_ticks();
   tr->placed0 = dev->ms.placed;
   tr->bp_last = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
   rec_labels_set(dev, tr);
+  trace_stamping(dev, true);
   dev->trace = tr;
 }
 
@@ -532,6 +453,7 @@ void weft__trace_process(weft_device *dev, cmd *c) {
     call->tr = dev->trace;
     dev->trace = NULL;
     trace_timing(dev, false);
+    trace_stamping(dev, false);
   }
   weft__token_complete(c->token, st);
   weft__cmd_free(c);
@@ -634,7 +556,10 @@ weft_status weft__trace_open_env(weft_device *dev) {
 }
 
 void weft__trace_drop(weft_device *dev) {
-  if (dev->trace) trace_timing(dev, false);
+  if (dev->trace) {
+    trace_timing(dev, false);
+    trace_stamping(dev, false);
+  }
   trace_free(dev, dev->trace);
   dev->trace = NULL;
 }
@@ -645,6 +570,7 @@ void weft__trace_close(weft_device *dev) {
   dev->trace = NULL;
   check_poison(dev, tr); /* the scheduler stopped: this thread is the only writer */
   trace_timing(dev, false);
+  trace_stamping(dev, false);
   if (tr->path) { /* close cannot fail: a file it cannot write is said on stderr */
     FILE *f;
     bool created;
@@ -1046,7 +972,7 @@ static void buf_keys(jw *w, uint64_t id, const lab_ev *l) {
  * now, at least 20 ms apart (a short recording waits for the rest) so that
  * the pairs' read latency is a few parts per million of the span. */
 static double tick_us(const weft_trace *tr) {
-  if (atomic_load_explicit(&clock_tsc, memory_order_relaxed) <= 0) return 1e-3;
+  if (!weft_clock_is_tsc()) return 1e-3;
   const uint64_t span = UINT64_C(20000000);
   uint64_t ns = now_ns();
   if (ns - tr->begin_ns < span) {
@@ -1056,7 +982,7 @@ static double tick_us(const weft_trace *tr) {
     }
     ns = now_ns();
   }
-  uint64_t tick = trace_clock();
+  uint64_t tick = weft_clock_ticks();
   return tick > tr->begin_tick
              ? (double)(ns - tr->begin_ns) / 1000.0 / (double)(tick - tr->begin_tick)
              : 1e-3;
@@ -1389,9 +1315,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
             "\"clock\":\"%s\",\"ns_per_tick\":%.6f,\"ring_records\":%" PRIu64
             ",\"records_written\":%" PRIu64 ",\"events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
             weft_version(),
-            atomic_load_explicit(&clock_tsc, memory_order_relaxed) > 0
-                ? "tsc (calibrated against CLOCK_MONOTONIC)"
-                : "CLOCK_MONOTONIC",
+            weft_clock_is_tsc() ? "tsc (calibrated against CLOCK_MONOTONIC)" : "CLOCK_MONOTONIC",
             w.us * 1000.0, tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept);
   char pname[64];
   snprintf(pname, sizeof(pname), "weft device %" PRIu32 " (%s)", dev->tag,

@@ -3,8 +3,9 @@
  *
  * Single producer: every record is written by whoever holds the scheduler
  * role (the scheduler thread, or a combining client), so the ring needs no
- * lock and no atomic. The only other writer is a task's own run wrapper,
- * which stamps its run interval into the task's command (tr_t0, tr_t1); the
+ * lock and no atomic. The only other writer is the thread that runs a task,
+ * which stamps its run interval into the task's command (cmd.tr, through
+ * weft_stream_run_task: the stream stamps while a trace records); the
  * scheduler reads the stamps at retirement, after the stream's completion
  * cursor (release) passed the task.
  *
@@ -12,6 +13,8 @@
  * __builtin_expect(dev->trace != NULL, 0) branch. */
 #ifndef WEFT_SCHEDULER_TRACE_H
 #define WEFT_SCHEDULER_TRACE_H
+
+#include <stddef.h>
 
 #include "scheduler/device_internal.h"
 
@@ -40,12 +43,14 @@ void weft__trace_task(weft_device *dev, const cmd *c);
  * retirement pass, so that a combining client that hands the scheduler role
  * on, or the end, leaves no record behind in a write-combining buffer. */
 void weft__trace_fence(void);
-/* Batches are about to be placed (multistream.c): the flush, and each of
- * their tasks' run wrapped to stamp its interval. */
+/* Batches are about to be placed (multistream.c): the flush. */
 void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool interleave);
-/* A chain of tasks placed without a batch (a fused replay, capture.c),
- * linked through task.link. */
-void weft__trace_wrap_chain(weft_device *dev, weft_task *first);
+/* A stream's tasks stamp their run into their command (cmd.tr) while a
+ * trace records: set on every stream at begin and on a stream created
+ * during the recording, cleared at the end. */
+static inline void weft__trace_stamp(weft_stream *s, bool on) {
+  weft_stream_stamp_at(s, on ? (uint32_t)offsetof(cmd, tr) : 0);
+}
 void weft__trace_mark(weft_device *dev, weft_trace_mark_kind what, uint32_t slot, uint64_t a,
                       uint64_t b);
 /* A buffer created, released or freed, and its stream's memory counters. */

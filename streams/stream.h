@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "core/clock.h"
 #include "core/inbox.h"
 #include <weft/weft.h>
 
@@ -68,6 +69,12 @@ struct weft_task {
   weft_stream_wait *waits;
 };
 
+/* A task's run interval in weft_clock_ticks (core/clock.h), stamped by the
+ * thread that runs it while its stream stamps (weft_stream_stamp_at). */
+typedef struct weft_task_stamp {
+  uint64_t t0, t1;
+} weft_task_stamp;
+
 #define WEFT_TASK_OF(entry) ((weft_task *)((char *)(entry)-offsetof(weft_task, link)))
 
 /* The task after |t| in a chain linked through link.next, or NULL. */
@@ -91,7 +98,37 @@ struct weft_stream {
   _Atomic(weft_stream *) block_on; /* BLOCKED: the origin and position it waits for */
   _Atomic uint64_t block_seq;
   ck_stack_entry_t *local; /* the running thread's tasks taken from the inbox, in order */
+  /* 0, or where in each task's object (bytes from the task) the thread that
+   * runs it stamps its weft_task_stamp: the owner's trace (weft_stream_stamp_at). */
+  _Atomic uint32_t stamp_at;
 };
+
+/* Stamps every task run from now on at |offset| bytes from the task (0:
+ * stops). The owner's call; a task handed over after it is stamped. A task
+ * that follows the previous one its thread ran on this stream, with no
+ * cross-stream wait, starts when that one ended (one clock read a task);
+ * the first after the stream went idle, a refill, or a wait reads the clock
+ * at its start too. */
+static inline void weft_stream_stamp_at(weft_stream *s, uint32_t offset) {
+  atomic_store_explicit(&s->stamp_at, offset, memory_order_relaxed);
+}
+
+/* Runs |t| on |s|, stamping it when |s| stamps; |*last| is the end of the
+ * task this thread ran just before on |s| (0: none, or not back to back). */
+static inline void weft_stream_run_task(weft_stream *s, weft_task *t, uint64_t *last) {
+  uint32_t at = atomic_load_explicit(&s->stamp_at, memory_order_relaxed);
+  if (__builtin_expect(at == 0, 1)) {
+    t->run(t, s);
+    return;
+  }
+  uint64_t t0 = *last && !t->nwaits ? *last : weft_clock_ticks();
+  t->run(t, s);
+  uint64_t t1 = weft_clock_ticks();
+  weft_task_stamp *st = (weft_task_stamp *)(void *)((char *)t + at);
+  st->t0 = t0;
+  st->t1 = t1;
+  *last = t1;
+}
 
 /* The |ctx| of the pool whose thread is calling, or NULL: lets the owner tell
  * its own pool's threads from client threads. */

@@ -304,12 +304,13 @@ static void lane_submit(weft_stream *s, weft_task *first, weft_task *last) {
   lane *l = (lane *)s;
   weft_lanes *b = l->b;
   bool dead = weft_lanes_poisoned(b);
+  uint64_t ended = 0; /* stamping: the enqueue before ended then (weft_stream_run_task) */
   for (weft_task *t = first, *nx; t; t = nx) {
     nx = t == last ? NULL : weft_task_next(t);
     for (uint32_t i = 0; i < t->nwaits && !dead; i++)
       lane_wait(l, (lane *)t->waits[i].stream, t->waits[i].seq);
     l->running = t->seq;
-    t->run(t, s); /* enqueues the task's work on l->cs (or records why not) */
+    weft_stream_run_task(s, t, &ended); /* enqueues the task's work on l->cs (or records why not) */
   }
   l->enqueued = last->seq;
   /* Completion is polled through events while the owner is busy

@@ -150,8 +150,10 @@ static const weft_stream_wait *unmet_wait(const weft_task *t) {
 static void run_stream(weft_host_pool *p, weft_stream *s) {
   atomic_store_explicit(&s->state, WEFT_STREAM_RUNNING, memory_order_relaxed);
   thread_state(p, T_RUNNING | s->slot << 8);
+  uint64_t last = 0; /* the end of the task run just before (stamping: weft_stream_run_task) */
   for (uint32_t budget = RUN_BUDGET;;) {
     if (!s->local) {
+      last = 0; /* a refill: the next task's start is read, not assumed */
       s->local = weft_inbox_take(&s->inbox);
       if (!s->local) {
         /* Out of work: publish IDLE, then raise progress (the owner retires
@@ -212,7 +214,7 @@ static void run_stream(weft_host_pool *p, weft_stream *s) {
     s->local = s->local->next;
     uint64_t seq = t->seq; /* the task belongs to the owner once completed */
     bool notify = t->notify;
-    t->run(t, s);
+    weft_stream_run_task(s, t, &last);
     /* Waiters and the owner see everything the task wrote. */
     atomic_store_explicit(&s->completed, seq, memory_order_seq_cst);
     WEFT_HUNT_POINT(25);
