@@ -11,8 +11,8 @@
 #include "scheduler/events.h"
 
 #include <inttypes.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/alloc.h"
 #include "scheduler/command.h"
 #include "scheduler/copy.h"
@@ -188,12 +188,6 @@ weft_status weft_event_query(weft_device *dev, weft_event ev, bool *done) {
   return NULL;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A wait that could never end: from the scheduler's own thread, or from a
  * host kernel the event waits for (the scheduler answers that one: it
  * holds the streams' order). NULL: the wait may park. */
@@ -215,7 +209,7 @@ weft_status weft_event_wait(weft_device *dev, weft_event ev, uint64_t timeout_ns
   if (st) return st;
   weft_event_obj *e = event_get(dev, ev, &st);
   if (!e) return st;
-  uint64_t start = timeout_ns && timeout_ns != UINT64_MAX ? now_ns() : 0;
+  uint64_t start = timeout_ns && timeout_ns != UINT64_MAX ? weft_clock_monotonic_ns() : 0;
   if (!atomic_load_explicit(&e->done, memory_order_acquire) && timeout_ns &&
       (st = refuse_self_wait(dev, e))) {
     weft__event_unref(dev, e);
@@ -224,7 +218,7 @@ weft_status weft_event_wait(weft_device *dev, weft_event ev, uint64_t timeout_ns
   for (int spin = 0; !atomic_load_explicit(&e->done, memory_order_acquire);) {
     uint64_t left = UINT64_MAX;
     if (timeout_ns != UINT64_MAX) {
-      uint64_t spent = timeout_ns ? now_ns() - start : 0;
+      uint64_t spent = timeout_ns ? weft_clock_monotonic_ns() - start : 0;
       if (spent >= timeout_ns) {
         weft__event_unref(dev, e);
         return weft_error_make(WEFT_ERR_TIMEOUT,

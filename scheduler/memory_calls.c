@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/alloc.h"
 #include "core/json_writer.h"
 #include "core/log.h"
@@ -98,19 +98,13 @@ static uint64_t relocate_all(weft_device *dev) {
 
 /* ---- the event ring and the snapshot ------------------------------------------------------- */
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
-
 /* Records an event on |b| in the ring: a slot of the preallocated array is
  * overwritten, nothing is allocated. */
 static void record(weft_device *dev, weft_mem_event_kind kind, const weft_buf *b,
                    weft_error_kind error) {
   weft_mem_event *e = &dev->mem.events[dev->mem.nevents % WEFT_MEMORY_EVENTS];
   *e = (weft_mem_event){.seq = ++dev->mem.nevents,
-                        .t_ns = now_ns(),
+                        .t_ns = weft_clock_monotonic_ns(),
                         .buffer = b->id,
                         .bytes = b->size,
                         .slot = b->slot,

@@ -88,12 +88,6 @@ struct weft_trace {
   size_t path_bytes;
 };
 
-static inline uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- recording (scheduler role only) ----------------------------------------------------- */
 
 /* The next record; a head counts itself (rec_head), so that what the ring
@@ -422,7 +416,7 @@ static void trace_stamping(weft_device *dev, bool on) {
 static void trace_install(weft_device *dev, weft_trace *tr) {
   trace_timing(dev, true);
   tr->timed = dev->backend && dev->backend->vt->trace_timing && dev->backend->vt->device_ms;
-  tr->begin_ns = now_ns();
+  tr->begin_ns = weft_clock_monotonic_ns();
   tr->begin_tick = weft_clock_ticks();
   tr->placed0 = dev->ms.placed;
   tr->bp_last = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
@@ -974,13 +968,13 @@ static void buf_keys(jw *w, uint64_t id, const lab_ev *l) {
 static double tick_us(const weft_trace *tr) {
   if (!weft_clock_is_tsc()) return 1e-3;
   const uint64_t span = UINT64_C(20000000);
-  uint64_t ns = now_ns();
+  uint64_t ns = weft_clock_monotonic_ns();
   if (ns - tr->begin_ns < span) {
     uint64_t left = span - (ns - tr->begin_ns);
     struct timespec d = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
     while (nanosleep(&d, &d) != 0 && errno == EINTR) {
     }
-    ns = now_ns();
+    ns = weft_clock_monotonic_ns();
   }
   uint64_t tick = weft_clock_ticks();
   return tick > tr->begin_tick
