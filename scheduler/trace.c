@@ -918,6 +918,14 @@ static void ev_open(jw *w, char ph, uint32_t tid, uint64_t t) {
   jw_done(w, p);
 }
 
+/* An instant event on the scheduler's track, open up to its name's text:
+ * the caller writes the name, the rest, and jw_done. */
+static char *sched_instant(jw *w, uint64_t t) {
+  ev_open(w, 'i', TRACE_SCHED_TID, t);
+  char *p = jw_room(w, JW_ROOM);
+  return P_LIT(p, ",\"s\":\"t\",\"name\":\"");
+}
+
 static void meta(jw *w, const char *what, uint32_t tid, const char *name, int64_t sort) {
   jw_printf(w,
             "%s\n{\"ph\":\"M\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"name\":\"%s\",\"args\":{",
@@ -1388,9 +1396,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
       break;
     }
     case R_FLUSH:
-      ev_open(&w, 'i', TRACE_SCHED_TID, r->w[0]);
-      p = jw_room(&w, JW_ROOM);
-      p = P_LIT(p, ",\"s\":\"t\",\"name\":\"");
+      p = sched_instant(&w, r->w[0]);
       p = r->sub ? P_LIT(p, "flush (interleaved)") : P_LIT(p, "flush");
       p = P_LIT(p, "\",\"cat\":\"scheduler\",\"args\":{\"slots\":");
       p = p_u64(p, r->n);
@@ -1411,9 +1417,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
       }
       break;
     case R_MARK:
-      ev_open(&w, 'i', TRACE_SCHED_TID, r->w[0]);
-      p = jw_room(&w, JW_ROOM);
-      p = P_LIT(p, ",\"s\":\"t\",\"name\":\"");
+      p = sched_instant(&w, r->w[0]);
       p = p_str(p, r->sub == WEFT_TRACE_RECLAIM_DONE
                        ? (r->w[2] ? "reclaim rescued" : "reclaim failed")
                        : mark_name(r->sub));
@@ -1431,9 +1435,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
     case R_BUF:
     case R_BUF_LABEL: {
       const lab_ev *l = w.labels.n ? label_at(&w.labels, r->w[1], false, i + 1) : NULL;
-      ev_open(&w, 'i', TRACE_SCHED_TID, r->w[0]);
-      p = jw_room(&w, JW_ROOM);
-      p = P_LIT(p, ",\"s\":\"t\",\"name\":\"");
+      p = sched_instant(&w, r->w[0]);
       p = p_str(p, r->type == R_BUF_LABEL ? "buffer label" : buf_event_name(r->sub));
       p = P_LIT(p, "\",\"cat\":\"memory\",\"args\":{\"buffer\":");
       p = p_u64(p, (uint32_t)r->w[1]);
