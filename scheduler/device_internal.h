@@ -58,9 +58,10 @@ typedef enum outcome { OUT_NONE, OUT_RUN, OUT_FAILED, OUT_SKIPPED, OUT_POISONED 
 
 /* Laid out by who touches what, a cache line each (docs/architecture.md, "A
  * launch, line by line"): the pool's hop reads lines 0-2 and writes only its
- * outcome on line 2 (a failure's details on line 3); the scheduler's hop
- * (number, resolve, register, place) touches lines 0-2; retirement lines
- * 0-3. Lines 3-4 are otherwise what other kinds use. */
+ * outcome and, while a trace records, its run's stamp on line 2 (a
+ * failure's details on line 3); the scheduler's hop (number, resolve,
+ * register, place) touches lines 0-3; retirement lines 0-3, a traced one
+ * too. Line 4 is what other kinds use. */
 typedef struct cmd {
   /* line 0: the task (the pool's link, run, seq and waits; the scheduler's
    * placement), and what every hop dispatches on */
@@ -84,8 +85,9 @@ typedef struct cmd {
     void **ptrs;      /* LAUNCH: binding addresses, resolved when it runs */
     void *copy_state; /* WRITE, READ: the backend's word for the copy (weft_copy_desc), or NULL */
   };
-  /* line 2: the rest of what the worker reads, its outcome, and what the
-   * scheduler writes when it takes the command */
+  /* line 2: the rest of what the worker reads, and what it writes: its
+   * outcome, and its run's stamp (the stamp beside the outcome, so that a
+   * traced task dirties no line an untraced one does not) */
   union {
     uint64_t *handles; /* CHECK */
     void *graph;       /* LAUNCH: replays this backend graph (a capture's), or NULL */
@@ -96,8 +98,9 @@ typedef struct cmd {
   };
   /* From |preset| on, a launch's state starts zeroed (launch_init, launch.c). */
   weft_status preset; /* LAUNCH: resolution error, owned */
-  uint64_t launch_no; /* LAUNCH: 1-based number on the device, in processing order */
-  weft_failure_id p;  /* LAUNCH, WRITE: the provisional id of its write scope */
+  /* A task run while its stream stamps (a trace: weft_stream_stamp_at) has
+   * its run interval here, in weft_clock_ticks (t0 0: not stamped). */
+  weft_task_stamp tr;
   weft_stream_id stream;
   uint32_t scalar_bytes; /* LAUNCH: at most WEFT_MAX_SCALAR_BYTES */
   uint32_t shared_bytes; /* LAUNCH: dynamic shared memory per block (weft_launch_ex) */
@@ -107,30 +110,26 @@ typedef struct cmd {
   bool cancelled;        /* a kernel's call refused while queued: processed as a no-op */
   bool detached;         /* kept by a recording: no longer counted against back-pressure */
   bool staged;           /* WRITE: |data| is a separate block for the drop queue */
-  /* line 3: a failure's details (the worker's), and retirement's */
+  /* line 3: the scheduler's numbering and scope (set at its hop), a
+   * failure's details (the worker's), and retirement's */
   weft_status error;                /* OUT_FAILED: the error (owned) */
   weft_read_failure skip;           /* OUT_SKIPPED: the root and the input that carried it */
   struct weft_replay_seg *instance; /* LAUNCH: the replay segment that owns it, or NULL */
   size_t bytes;                     /* size of this allocation */
+  const char *label;                /* LAUNCH: its interned label (weft_launch_ex), or NULL */
+  uint64_t launch_no;               /* LAUNCH: 1-based number on the device, in processing order */
+  weft_failure_id p;                /* LAUNCH, WRITE: the provisional id of its write scope */
+  /* line 4: blocking calls, copies and buffer calls */
   weft_token *token;
   union {
     weft_device_stats *stats_out; /* STATS */
     struct weft_event_obj *event; /* EVENT, EVENT_WAIT, EVENT_CHECK, READ (RD_ASYNC): one ref */
     struct weft_export *export;   /* READ (RD_EXPORT) */
-  };
-  /* A task run while its stream stamps (a trace: weft_stream_stamp_at) has
-   * its run interval here, in weft_clock_ticks: tasks are never MEMORY. */
-  union {
     struct weft_memory_call *mem; /* MEMORY: the call, on the caller's stack */
-    weft_task_stamp tr;           /* a traced task: its run (t0 0: not stamped) */
   };
-  /* line 4: copies and buffer calls */
   uint64_t buffer;      /* CREATE, WRITE, READ, RELEASE */
   uint64_t offset, len; /* WRITE, READ; CREATE: len = size */
-  union {
-    void *data;        /* WRITE: bytes; READ: destination; LABEL: the label */
-    const char *label; /* LAUNCH: its interned label (weft_launch_ex), or NULL */
-  };
+  void *data;           /* WRITE: bytes; READ: destination; LABEL: the label */
 } cmd;
 
 /* A replay instance's bookkeeping (capture.c): its launches placed and not
@@ -234,8 +233,10 @@ typedef struct weft_batch {
 _Static_assert(sizeof(weft_task) + sizeof(cmd_kind) + 2 * sizeof(uint16_t) <= 64 &&
                    offsetof(cmd, dev) == 64 && offsetof(cmd, ptrs) + sizeof(void *) <= 128 &&
                    offsetof(cmd, graph) == 128 && offsetof(cmd, staged) < 192 &&
-                   offsetof(cmd, error) == 192 && offsetof(cmd, mem) < 256 &&
-                   offsetof(cmd, shared_bytes) < 192,
+                   offsetof(cmd, tr) + sizeof(weft_task_stamp) <= 192 &&
+                   offsetof(cmd, error) == 192 &&
+                   offsetof(cmd, p) + sizeof(weft_failure_id) <= 256 &&
+                   offsetof(cmd, token) == 256 && offsetof(cmd, shared_bytes) < 192,
                "cmd's fields on the lines its comment gives them");
 
 /* A launch with 3 bindings on a 4-stream device (the common shape) fits the

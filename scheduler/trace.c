@@ -302,11 +302,11 @@ void weft__trace_flush(weft_device *dev, const uint32_t *slots, uint32_t n, bool
     tasks += b->n;
     mask |= UINT64_C(1) << slots[i];
   }
-  trace_rec *r = rec_head(tr, R_FLUSH, interleave, (uint16_t)slots[0], (uint16_t)n);
-  r->w[0] = weft_clock_ticks();
-  r->w[1] = tasks;
-  r->w[2] = mask;
-  r->w[3] = atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed);
+  /* One a batch: streamed like a task's records (a plain store would read a
+   * ring line the cache no longer holds). */
+  tr->heads++;
+  rec_put(rec_next(tr), rec_hdr(R_FLUSH, interleave, 0, 0, slots[0], n), weft_clock_ticks(), tasks,
+          mask, atomic_load_explicit(&dev->cmds.backpressure_waits, memory_order_relaxed), 0, 0, 0);
 }
 
 void weft__trace_mark(weft_device *dev, weft_trace_mark_kind what, uint32_t slot, uint64_t a,
