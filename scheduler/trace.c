@@ -42,6 +42,7 @@
 #define TRACE_MAX_RECORDS    (UINT64_C(1) << 28) /* 16 GiB of records */
 #define TRACE_MSG_MAX        224u                /* bytes of a failure's message kept */
 #define TRACE_SCHED_TID      100000u             /* the scheduler's track (streams are slot + 1) */
+#define TRACE_LAB_RECORDS    UINT64_C(8192)      /* the labels' own ring: 512 KiB */
 
 enum rec_type {
   R_NONE,
@@ -53,9 +54,11 @@ enum rec_type {
   R_BUF,    /* sub: weft_trace_buf_kind; outcome: allocated; w: t, buffer id, size */
   R_MEM,    /* w: t, bytes in use, bytes reserved */
   R_POISON, /* w: t */
-  /* A buffer's label. sub: 1 when recorded at begin for a label set before;
-   * n: message records; w: t, buffer id, launches numbered when it was set
-   * (0: before the recording); its text in R_MSG details (none: cleared). */
+  /* A buffer's label, in the labels' own ring (weft_trace.labs). sub: 1
+   * when recorded at begin for a label set before; n: message records; w: t,
+   * buffer id, launches numbered when it was set (0: before the recording),
+   * the main ring's next record then (tr->wraps * cap + at); its text in
+   * R_MSG details (none: cleared). */
   R_BUF_LABEL,
   R_HEADS,
   /* details, after their head */
@@ -82,6 +85,12 @@ struct weft_trace {
   uint64_t begin_ns, placed0; /* tasks placed after placed0 ran stamped */
   uint64_t begin_tick;        /* weft_clock_ticks() at begin_ns: stamps are ticks from here */
   uint64_t bp_last;           /* back-pressure waits at the last flush */
+  /* The buffers' labels, in a ring of their own: the main ring's oldest
+   * records go first when it wraps, and those are where the labels set
+   * before the recording, and early in it, would be, while the events kept
+   * still use them. */
+  trace_rec *labs;
+  uint64_t lab_cap, lab_at, lab_wraps, lab_heads;
   bool poison_seen;
   bool timed; /* the backend times launches on the device (device_ms) */
   char *path; /* WEFT_TRACE: written at close (owned), or NULL */
@@ -334,14 +343,34 @@ void weft__trace_buffer(weft_device *dev, weft_trace_buf_kind what, const weft_b
   m->w[2] = u.bytes_reserved;
 }
 
-/* A buffer's label, as a head and the label's text in message records. */
+static trace_rec *lab_next(weft_trace *tr) {
+  trace_rec *r = &tr->labs[tr->lab_at];
+  if (++tr->lab_at == tr->lab_cap) {
+    tr->lab_at = 0;
+    tr->lab_wraps++;
+  }
+  return r;
+}
+
+/* A buffer's label, as a head and the label's text in message records, in
+ * the labels' ring; the head keeps the main ring's place, so the writer
+ * knows which events come after it. */
 static void rec_buf_label(weft_device *dev, weft_trace *tr, const weft_buf *b, bool before) {
   size_t len = b->label ? strnlen(b->label, WEFT_MAX_LABEL_LEN) : 0;
-  trace_rec *r = rec_head(tr, R_BUF_LABEL, before, 0, msg_records(len));
-  r->w[0] = weft_clock_ticks();
-  r->w[1] = b->id;
-  r->w[2] = before ? 0 : dev->cmds.launches_numbered;
-  rec_msg(tr, b->label, len);
+  const size_t per = sizeof(((trace_rec *)0)->w);
+  tr->lab_heads++;
+  *lab_next(tr) =
+      (trace_rec){.type = R_BUF_LABEL,
+                  .sub = before,
+                  .n = msg_records(len),
+                  .w = {weft_clock_ticks(), b->id, before ? 0 : dev->cmds.launches_numbered,
+                        tr->wraps * tr->cap + tr->at}};
+  for (size_t off = 0; off < len; off += per) {
+    size_t k = len - off < per ? len - off : per;
+    trace_rec *m = lab_next(tr);
+    *m = (trace_rec){.type = R_MSG, .n = (uint16_t)k};
+    memcpy(m->w, b->label + off, k);
+  }
 }
 
 void weft__trace_buf_label(weft_device *dev, const weft_buf *b) {
@@ -389,6 +418,14 @@ static weft_status trace_make(weft_device *dev, uint64_t max_events, weft_trace 
    * record is read only once written: |at| and |wraps| say which). */
   memset(tr->ring, 0, sizeof(trace_rec) * cap);
   tr->cap = cap;
+  tr->labs = weft__alloc(&dev->alloc, sizeof(trace_rec) * TRACE_LAB_RECORDS, 64);
+  if (!tr->labs) {
+    weft__free(&dev->alloc, tr->ring, sizeof(trace_rec) * cap, 64);
+    weft__free(&dev->alloc, tr, sizeof(*tr), 16);
+    return weft__oom(sizeof(trace_rec) * TRACE_LAB_RECORDS, "a trace's label ring");
+  }
+  memset(tr->labs, 0, sizeof(trace_rec) * TRACE_LAB_RECORDS);
+  tr->lab_cap = TRACE_LAB_RECORDS;
   *out = tr;
   return NULL;
 }
@@ -396,6 +433,7 @@ static weft_status trace_make(weft_device *dev, uint64_t max_events, weft_trace 
 static void trace_free(weft_device *dev, weft_trace *tr) {
   if (!tr) return;
   weft__free(&dev->alloc, tr->ring, sizeof(trace_rec) * tr->cap, 64);
+  weft__free(&dev->alloc, tr->labs, sizeof(trace_rec) * tr->lab_cap, 64);
   if (tr->path) weft__free(&dev->alloc, tr->path, tr->path_bytes, 1);
   weft__free(&dev->alloc, tr, sizeof(*tr), 16);
 }
@@ -651,9 +689,10 @@ static size_t carrier_find(const carrier_map *m, uint64_t buffer, uint64_t failu
 typedef struct lab_ev {
   uint64_t id;  /* the buffer */
   uint64_t at;  /* launches numbered when it was set (0: before the recording) */
-  uint64_t pos; /* its head's place among the records read */
+  uint64_t pos; /* the first of the main ring's records read that come after it */
   size_t off;   /* its text in the table's bytes */
   size_t len;   /* 0: the label was cleared */
+  uint64_t seq; /* its place in the labels' ring, oldest first */
 } lab_ev;
 
 typedef struct label_table {
@@ -665,13 +704,14 @@ typedef struct label_table {
 static int lab_cmp(const void *a, const void *b) {
   const lab_ev *x = a, *y = b;
   if (x->id != y->id) return x->id < y->id ? -1 : 1;
-  return x->pos < y->pos ? -1 : x->pos > y->pos;
+  return x->seq < y->seq ? -1 : x->seq > y->seq; /* its places never decrease with it */
 }
 
 /* The label buffer |id| had at |x|: the newest set before launch number |x|
- * (|by_launch|), else before ring place |x|; NULL when it had none. A
- * buffer's labels are in ring order, in which their launch numbers never
- * decrease, so both are a binary search. */
+ * (|by_launch|), else before the main ring's record |x| (the |x|th read);
+ * NULL when it had none. A buffer's labels are in ring order, in which
+ * their launch numbers and places never decrease, so both are a binary
+ * search. */
 static const lab_ev *label_at(const label_table *t, uint64_t id, bool by_launch, uint64_t x) {
   size_t lo = 0, hi = t->n;
   while (lo < hi) { /* the buffer's first label */
@@ -686,12 +726,27 @@ static const lab_ev *label_at(const label_table *t, uint64_t id, bool by_launch,
   while (lo < hi) { /* the first of its labels set at or after |x| */
     size_t mid = lo + (hi - lo) / 2;
     const lab_ev *e = &t->ev[mid];
-    if (e->id == id && (by_launch ? e->at : e->pos) < x)
+    if (e->id == id && (by_launch ? e->at < x : e->pos <= x))
       lo = mid + 1;
     else
       hi = mid;
   }
   return lo > first && t->ev[lo - 1].len ? &t->ev[lo - 1] : NULL;
+}
+
+/* The label record |seq| of buffer |id| itself (NULL: it cleared the label). */
+static const lab_ev *label_self(const label_table *t, uint64_t id, uint64_t seq) {
+  size_t lo = 0, hi = t->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const lab_ev *e = &t->ev[mid];
+    if (e->id < id || (e->id == id && e->seq < seq))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < t->n && t->ev[lo].id == id && t->ev[lo].seq == seq && t->ev[lo].len ? &t->ev[lo]
+                                                                                  : NULL;
 }
 
 /* The writer's output: every byte goes through a buffer of its own, written
@@ -1062,18 +1117,22 @@ static const char *buf_event_name(uint8_t k) {
                                        : "buffer free";
 }
 
-/* The message of the details after |h| (its R_MSG records), or an empty one. */
-static size_t head_msg(const weft_trace *tr, uint64_t hi, char *out) {
+/* The message of the details after |ring[hi]| (its R_MSG records), or an empty one. */
+static size_t ring_msg(const trace_rec *ring, uint64_t cap, uint64_t hi, char *out) {
   size_t len = 0;
-  const trace_rec *h = &tr->ring[hi];
+  const trace_rec *h = &ring[hi];
   for (uint16_t i = 1; i <= h->n; i++) {
-    const trace_rec *d = &tr->ring[(hi + i) % tr->cap];
+    const trace_rec *d = &ring[(hi + i) % cap];
     if (d->type != R_MSG || len + d->n >= TRACE_MSG_MAX) continue;
     memcpy(out + len, d->w, d->n);
     len += d->n;
   }
   out[len] = 0;
   return len;
+}
+
+static size_t head_msg(const weft_trace *tr, uint64_t hi, char *out) {
+  return ring_msg(tr->ring, tr->cap, hi, out);
 }
 
 /* The label of buffer |id| where task |h| (the |pos|th record read) uses it. */
@@ -1201,10 +1260,18 @@ static void flow(jw *w, const char *name, const char *cat, uint64_t *id, const t
   }
 }
 
-/* The labels the ring holds, by buffer, with their text (|t| empty when none). */
-static weft_status labels_read(const weft_allocator *a, const weft_trace *tr, uint64_t start,
-                               uint64_t skip, uint64_t count, uint64_t nlab, size_t bytes,
-                               label_table *t, lab_ev **ev_out, char **text_out) {
+/* The label ring's heads, oldest first: |*start| and |*count| (details
+ * whose head was overwritten are skipped by their type). */
+static void lab_span(const weft_trace *tr, uint64_t *start, uint64_t *count) {
+  *start = tr->lab_wraps ? tr->lab_at : 0;
+  *count = tr->lab_wraps ? tr->lab_cap : tr->lab_at;
+}
+
+/* The labels the label ring holds, by buffer, with their text (|t| empty
+ * when none); |base| is the main ring's place of its first record read. */
+static weft_status labels_read(const weft_allocator *a, const weft_trace *tr, uint64_t base,
+                               uint64_t nlab, size_t bytes, label_table *t, lab_ev **ev_out,
+                               char **text_out) {
   *ev_out = NULL;
   *text_out = NULL;
   *t = (label_table){NULL, 0, NULL};
@@ -1217,15 +1284,17 @@ static weft_status labels_read(const weft_allocator *a, const weft_trace *tr, ui
     return weft__oom(sizeof(*ev) * nlab + bytes, "a trace's buffer labels");
   }
   size_t n = 0, off = 0;
-  for (uint64_t i = skip; i < count && n < nlab; i++) {
-    uint64_t hi = (start + i) % tr->cap;
-    const trace_rec *r = &tr->ring[hi];
+  uint64_t start, count;
+  lab_span(tr, &start, &count);
+  for (uint64_t i = 0; i < count && n < nlab; i++) {
+    uint64_t hi = (start + i) % tr->lab_cap;
+    const trace_rec *r = &tr->labs[hi];
     if (r->type != R_BUF_LABEL) continue;
     char msg[TRACE_MSG_MAX];
-    size_t len = head_msg(tr, hi, msg);
+    size_t len = ring_msg(tr->labs, tr->lab_cap, hi, msg);
     if (off + len > bytes) len = bytes - off;
     memcpy(text + off, msg, len);
-    ev[n++] = (lab_ev){r->w[1], r->w[2], i, off, len};
+    ev[n++] = (lab_ev){r->w[1], r->w[2], r->w[3] > base ? r->w[3] - base : 0, off, len, i};
     off += len;
   }
   qsort(ev, n, sizeof(*ev), lab_cmp);
@@ -1233,6 +1302,27 @@ static weft_status labels_read(const weft_allocator *a, const weft_trace *tr, ui
   *ev_out = ev;
   *text_out = text;
   return NULL;
+}
+
+/* The label events, from the labels' ring: each names its buffer by the
+ * label it set. */
+static void label_events(jw *w, const weft_trace *tr) {
+  uint64_t start, count;
+  lab_span(tr, &start, &count);
+  for (uint64_t i = 0; i < count; i++) {
+    const trace_rec *r = &tr->labs[(start + i) % tr->lab_cap];
+    if (r->type != R_BUF_LABEL) continue;
+    const lab_ev *l = label_self(&w->labels, r->w[1], i);
+    char *p = sched_instant(w, r->w[0]);
+    p = P_LIT(p, "buffer label\",\"cat\":\"memory\",\"args\":{\"buffer\":");
+    p = p_u64(p, (uint32_t)r->w[1]);
+    jw_done(w, p);
+    buf_keys(w, r->w[1], l);
+    p = jw_room(w, JW_ROOM);
+    if (r->sub) p = P_LIT(p, ",\"set_before_recording\":true");
+    p = P_LIT(p, "}}");
+    jw_done(w, p);
+  }
 }
 
 static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
@@ -1250,12 +1340,19 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
     kept += r->type >= R_TASK && r->type < R_HEADS;
     if (r->type == R_TASK) ntasks++;
     if (r->type == R_BIND) nwrites += r->n;
-    if (r->type == R_BUF_LABEL) {
-      char msg[TRACE_MSG_MAX];
-      nlab++;
-      lab_bytes += head_msg(tr, hi, msg);
-    }
   }
+  uint64_t lstart, lcount, lab_kept = 0;
+  lab_span(tr, &lstart, &lcount);
+  for (uint64_t i = 0; i < lcount; i++) {
+    uint64_t hi = (lstart + i) % tr->lab_cap;
+    if (tr->labs[hi].type != R_BUF_LABEL) continue;
+    char msg[TRACE_MSG_MAX];
+    nlab++;
+    lab_kept++;
+    lab_bytes += ring_msg(tr->labs, tr->lab_cap, hi, msg);
+  }
+  /* The main ring's place of the first record read. */
+  const uint64_t base = full ? tr->wraps * tr->cap + tr->at - tr->cap : 0;
   /* The writer's tables, in the device's allocator (not on the recording path). */
   const weft_allocator *a = &dev->alloc;
   size_t cmcap = 16;
@@ -1276,9 +1373,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
     st = weft__oom(sizeof(*evs) * ntasks, "writing a trace");
     goto out;
   }
-  if ((st = labels_read(a, tr, start, skip, count, nlab, lab_bytes, &labels, &lab_ev_mem,
-                        &lab_text)))
-    goto out;
+  if ((st = labels_read(a, tr, base, nlab, lab_bytes, &labels, &lab_ev_mem, &lab_text))) goto out;
   uint64_t *ends = starts + ntasks + 1;
   /* Tasks per slot by position, for the waits' producers. */
   uint64_t n = 0;
@@ -1315,10 +1410,12 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
   jw_printf(&w,
             "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"weft_version\":\"%s\","
             "\"clock\":\"%s\",\"ns_per_tick\":%.6f,\"ring_records\":%" PRIu64
-            ",\"records_written\":%" PRIu64 ",\"events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
+            ",\"records_written\":%" PRIu64 ",\"events_dropped\":%" PRIu64
+            ",\"label_events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
             weft_version(),
             weft_clock_is_tsc() ? "tsc (calibrated against CLOCK_MONOTONIC)" : "CLOCK_MONOTONIC",
-            w.us * 1000.0, tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept);
+            w.us * 1000.0, tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept,
+            tr->lab_heads - lab_kept);
   char pname[64];
   snprintf(pname, sizeof(pname), "weft device %" PRIu32 " (%s)", dev->tag,
            dev->backend->deferred ? "cuda" : "host");
@@ -1432,25 +1529,20 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
       p = P_LIT(p, "}}");
       jw_done(&w, p);
       break;
-    case R_BUF:
-    case R_BUF_LABEL: {
-      const lab_ev *l = w.labels.n ? label_at(&w.labels, r->w[1], false, i + 1) : NULL;
+    case R_BUF: {
+      const lab_ev *l = w.labels.n ? label_at(&w.labels, r->w[1], false, i) : NULL;
       p = sched_instant(&w, r->w[0]);
-      p = p_str(p, r->type == R_BUF_LABEL ? "buffer label" : buf_event_name(r->sub));
+      p = p_str(p, buf_event_name(r->sub));
       p = P_LIT(p, "\",\"cat\":\"memory\",\"args\":{\"buffer\":");
       p = p_u64(p, (uint32_t)r->w[1]);
       jw_done(&w, p);
       buf_keys(&w, r->w[1], l);
       p = jw_room(&w, JW_ROOM);
-      if (r->type == R_BUF_LABEL) {
-        if (r->sub) p = P_LIT(p, ",\"set_before_recording\":true");
-      } else {
-        p = P_LIT(p, ",\"size\":");
-        p = p_u64(p, r->w[2]);
-        p = P_LIT(p, ",\"stream_slot\":");
-        p = p_u64(p, r->slot);
-        p = r->outcome ? P_LIT(p, ",\"allocated\":true") : P_LIT(p, ",\"allocated\":false");
-      }
+      p = P_LIT(p, ",\"size\":");
+      p = p_u64(p, r->w[2]);
+      p = P_LIT(p, ",\"stream_slot\":");
+      p = p_u64(p, r->slot);
+      p = r->outcome ? P_LIT(p, ",\"allocated\":true") : P_LIT(p, ",\"allocated\":false");
       p = P_LIT(p, "}}");
       jw_done(&w, p);
       break;
@@ -1481,6 +1573,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
       break;
     }
   }
+  label_events(&w, tr);
   /* The workers' occupancy: how many task runs overlap, over time. */
   time_sort(starts, nrun);
   time_sort(ends, nrun);

@@ -717,6 +717,61 @@ Test(trace, a_ring_that_wraps_keeps_the_newest_events_and_counts_the_dropped, .t
   env_close(&e);
 }
 
+/* The labels keep a ring of their own: the main ring's oldest records go
+ * first when it wraps, and the labels set before the recording, or early
+ * in it, would be among them while the events kept still use them. A
+ * label set before the recording, one set during it on a buffer freed
+ * before the end, and one changed late (each launch shows the label it was
+ * launched with) all survive a wrap. */
+Test(trace, a_wrapped_ring_keeps_the_labels_of_the_events_it_keeps, .timeout = 60) {
+  env e = env_new();
+  weft_kernel k = kernel(e.dev, "inc");
+  weft_buffer a = buffer(e.dev, 0, 64), b = buffer(e.dev, 0, 64), c = buffer(e.dev, 0, 64);
+  weft_buffer t = buffer(e.dev, 0, 64), plain = buffer(e.dev, 0, 64);
+  uint8_t zero[64] = {0};
+  EXPECT_OK(weft_buffer_write(e.dev, 0, a, 0, zero, sizeof(zero)));
+  EXPECT_OK(weft_buffer_set_label(e.dev, a, "input"));
+  EXPECT_OK(weft_buffer_set_label(e.dev, c, "before"));
+  EXPECT_OK(weft_trace_begin(e.dev, 1024)); /* the smallest ring */
+  EXPECT_OK(weft_buffer_set_label(e.dev, t, "scratch"));
+  enum { N = 3000 };
+  uint64_t first = stats(e.dev).launches + 1;
+  for (int i = 0; i < N; i++) {
+    if (i == N - 100) EXPECT_OK(weft_buffer_set_label(e.dev, c, "after"));
+    launch(e.dev, 0, k, a, i < N / 2 ? t : i % 2 ? b : c);
+    if (i == N / 2 - 1) EXPECT_OK(weft_buffer_release(e.dev, t)); /* freed once its work retires */
+  }
+  launch(e.dev, 0, k, a, plain);
+  EXPECT_OK(weft_sync(e.dev, 0));
+  char path[256];
+  trace_path(path, sizeof(path), "wraplabel");
+  EXPECT_OK(weft_trace_end(e.dev, path));
+  jv *root = load_checked(path);
+  cr_assert_null(launch_event(root, (double)first), "the ring wrapped");
+  double dropped = -1;
+  jv_num(jv_get(root, "otherData"), "label_events_dropped", &dropped);
+  cr_assert_eq(dropped, 0, "the labels' ring lost %.0f", dropped);
+  expect_named(buffer_event(root, "buffer label", a, 0), a, "input", "the begin's label event");
+  /* The newest launch that wrote |c| before the relabel (kept, since the
+   * client runs at most a few hundred launches ahead of retirement here or
+   * the ring holds them), and the last one. */
+  const jv *old_c = NULL, *new_c = launch_event(root, (double)(first + N - 2));
+  for (uint64_t i = N - 100; i-- > N / 2 && !old_c;)
+    if (i % 2 == 0) old_c = launch_event(root, (double)(first + i));
+  cr_assert(old_c && new_c, "launches before and after the relabel are kept");
+  expect_named(binding_of(new_c, a), a, "input", "a label set before the recording");
+  expect_named(binding_of(new_c, c), c, "after", "a label set late in the recording");
+  expect_named(binding_of(old_c, c), c, "before", "the label it had before the relabel");
+  expect_named(binding_of(launch_event(root, (double)(first + N)), plain), plain, NULL,
+               "an unlabelled buffer");
+  expect_named(buffer_event(root, "buffer label", t, 0), t, "scratch", "a label set during it");
+  const jv *freed = buffer_event(root, "buffer free", t, 0); /* the ring may have dropped it */
+  if (freed) expect_named(freed, t, "scratch", "the freed buffer's free");
+  jv_free(root);
+  remove(path);
+  env_close(&e);
+}
+
 /* ---- refusals: a clear error, nothing lost, nothing leaked ------------------------------- */
 
 Test(trace, begin_twice_is_refused_and_the_first_recording_goes_on, .timeout = 30) {
