@@ -165,13 +165,21 @@ static uint16_t msg_records(size_t len) {
   return (uint16_t)((len + sizeof(((trace_rec *)0)->w) - 1) / sizeof(((trace_rec *)0)->w));
 }
 
-static void rec_msg(weft_trace *tr, const char *msg, size_t len) {
+static trace_rec *lab_next(weft_trace *tr);
+
+/* |msg| as R_MSG details, in the main ring or (|labs|) the labels' ring. */
+static void rec_msg_in(weft_trace *tr, bool labs, const char *msg, size_t len) {
   const size_t per = sizeof(((trace_rec *)0)->w);
   for (size_t off = 0; off < len; off += per) {
     size_t k = len - off < per ? len - off : per;
-    trace_rec *r = rec_head(tr, R_MSG, 0, 0, (uint16_t)k);
+    trace_rec *r = labs ? lab_next(tr) : rec_next(tr);
+    *r = (trace_rec){.type = R_MSG, .n = (uint16_t)k};
     memcpy(r->w, msg + off, k);
   }
+}
+
+static void rec_msg(weft_trace *tr, const char *msg, size_t len) {
+  rec_msg_in(tr, false, msg, len);
 }
 
 static size_t format_error(weft_status st, char *buf) {
@@ -357,7 +365,6 @@ static trace_rec *lab_next(weft_trace *tr) {
  * knows which events come after it. */
 static void rec_buf_label(weft_device *dev, weft_trace *tr, const weft_buf *b, bool before) {
   size_t len = b->label ? strnlen(b->label, WEFT_MAX_LABEL_LEN) : 0;
-  const size_t per = sizeof(((trace_rec *)0)->w);
   tr->lab_heads++;
   *lab_next(tr) =
       (trace_rec){.type = R_BUF_LABEL,
@@ -365,12 +372,7 @@ static void rec_buf_label(weft_device *dev, weft_trace *tr, const weft_buf *b, b
                   .n = msg_records(len),
                   .w = {weft_clock_ticks(), b->id, before ? 0 : dev->cmds.launches_numbered,
                         tr->wraps * tr->cap + tr->at}};
-  for (size_t off = 0; off < len; off += per) {
-    size_t k = len - off < per ? len - off : per;
-    trace_rec *m = lab_next(tr);
-    *m = (trace_rec){.type = R_MSG, .n = (uint16_t)k};
-    memcpy(m->w, b->label + off, k);
-  }
+  rec_msg_in(tr, true, b->label, len);
 }
 
 void weft__trace_buf_label(weft_device *dev, const weft_buf *b) {
@@ -1341,14 +1343,13 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
     if (r->type == R_TASK) ntasks++;
     if (r->type == R_BIND) nwrites += r->n;
   }
-  uint64_t lstart, lcount, lab_kept = 0;
+  uint64_t lstart, lcount;
   lab_span(tr, &lstart, &lcount);
   for (uint64_t i = 0; i < lcount; i++) {
     uint64_t hi = (lstart + i) % tr->lab_cap;
     if (tr->labs[hi].type != R_BUF_LABEL) continue;
     char msg[TRACE_MSG_MAX];
     nlab++;
-    lab_kept++;
     lab_bytes += ring_msg(tr->labs, tr->lab_cap, hi, msg);
   }
   /* The main ring's place of the first record read. */
@@ -1415,7 +1416,7 @@ static weft_status trace_write(weft_device *dev, weft_trace *tr, FILE *f) {
             weft_version(),
             weft_clock_is_tsc() ? "tsc (calibrated against CLOCK_MONOTONIC)" : "CLOCK_MONOTONIC",
             w.us * 1000.0, tr->cap, tr->wraps * tr->cap + tr->at, tr->heads - kept,
-            tr->lab_heads - lab_kept);
+            tr->lab_heads - nlab);
   char pname[64];
   snprintf(pname, sizeof(pname), "weft device %" PRIu32 " (%s)", dev->tag,
            dev->backend->deferred ? "cuda" : "host");
